@@ -1,0 +1,18 @@
+//! Host side of the shootdown kernel: the disk images, the QEMU runner and
+//! the parser for the kernel's test output.
+//!
+//! `build.rs` wraps the kernel ELF into BIOS and UEFI images with the
+//! `bootloader` crate. [`qemu`] boots one of them with a chosen CPU model,
+//! CPU count and kernel command line, enforces a timeout and maps QEMU's exit
+//! status to an outcome. [`report`] turns the kernel's `ktest:` lines into
+//! per-test results. [`cli`] is the `cargo run` front end.
+
+pub mod cli;
+pub mod qemu;
+pub mod report;
+
+/// The BIOS disk image of the kernel built with this crate.
+pub const BIOS_IMAGE: &str = env!("BIOS_IMAGE");
+
+/// The UEFI disk image of the kernel built with this crate.
+pub const UEFI_IMAGE: &str = env!("UEFI_IMAGE");

@@ -1,0 +1,329 @@
+//! Booting the kernel in QEMU and judging how the run ended.
+//!
+//! The kernel ends a run by writing to QEMU's `isa-debug-exit` device: QEMU
+//! then exits with status 33 (success) or 35 (failure). Any other status
+//! (a triple fault with `--no-reboot` gives 0, a QEMU error gives 1) and a run
+//! that outlives its timeout are failures too, reported with the last lines
+//! the kernel printed.
+
+use std::{
+    io::{BufRead, BufReader, Read},
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    sync::{Arc, Mutex},
+    thread,
+    time::{Duration, Instant},
+};
+
+use wait_timeout::ChildExt;
+
+use crate::report::TestReport;
+
+/// QEMU's exit status when the kernel reports success (`0x10 << 1 | 1`).
+pub const EXIT_SUCCESS: i32 = 33;
+/// QEMU's exit status when the kernel reports failure (`0x11 << 1 | 1`).
+pub const EXIT_FAILURE: i32 = 35;
+
+/// The first line the kernel prints; its arrival times the boot.
+const KERNEL_ENTRY_LINE: &str = "shootdown: kernel entered";
+
+/// Where Debian's `ovmf` package puts the firmware.
+const OVMF_PATHS: &[&str] = &["/usr/share/ovmf/OVMF.fd", "/usr/share/OVMF/OVMF_CODE.fd"];
+
+/// How many lines of serial output a failure shows.
+const TAIL_LINES: usize = 40;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Accelerator {
+    /// QEMU's software emulator (multi-threaded TCG). Works everywhere.
+    Tcg,
+    /// Hardware virtualisation through /dev/kvm.
+    Kvm,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Firmware {
+    Bios,
+    Uefi,
+}
+
+/// Everything that describes one QEMU run.
+#[derive(Clone, Debug)]
+pub struct QemuConfig {
+    pub cpus: u32,
+    /// `None`: EPYC-Milan under TCG, `host,-arch-capabilities` under KVM.
+    pub cpu_model: Option<String>,
+    pub memory: String,
+    pub accelerator: Accelerator,
+    pub firmware: Firmware,
+    /// Start QEMU's GDB stub on tcp::1234 and wait for the debugger.
+    pub gdb: bool,
+    pub timeout: Duration,
+    /// The kernel command line, passed through fw_cfg.
+    pub cmdline: String,
+    /// Copy the serial output to our stdout as it arrives.
+    pub echo: bool,
+}
+
+impl Default for QemuConfig {
+    fn default() -> Self {
+        Self {
+            cpus: 4,
+            cpu_model: None,
+            memory: String::from("512M"),
+            accelerator: Accelerator::Tcg,
+            firmware: Firmware::Bios,
+            gdb: false,
+            timeout: Duration::from_secs(120),
+            cmdline: String::new(),
+            echo: false,
+        }
+    }
+}
+
+impl QemuConfig {
+    pub fn cpus(mut self, cpus: u32) -> Self {
+        self.cpus = cpus;
+        self
+    }
+
+    pub fn cmdline(mut self, cmdline: impl Into<String>) -> Self {
+        self.cmdline = cmdline.into();
+        self
+    }
+
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    pub fn firmware(mut self, firmware: Firmware) -> Self {
+        self.firmware = firmware;
+        self
+    }
+
+    pub fn memory(mut self, memory: impl Into<String>) -> Self {
+        self.memory = memory.into();
+        self
+    }
+
+    /// The CPU model QEMU is asked for.
+    pub fn effective_cpu_model(&self) -> &str {
+        match (&self.cpu_model, self.accelerator) {
+            (Some(model), _) => model,
+            (None, Accelerator::Tcg) => "EPYC-Milan",
+            (None, Accelerator::Kvm) => "host,-arch-capabilities",
+        }
+    }
+
+    /// The full QEMU argument list (without the program name).
+    pub fn qemu_args(&self) -> Result<Vec<String>, RunError> {
+        let image = match self.firmware {
+            Firmware::Bios => crate::BIOS_IMAGE,
+            Firmware::Uefi => crate::UEFI_IMAGE,
+        };
+        let mut args: Vec<String> = [
+            "-machine", "q35",
+            "-cpu", self.effective_cpu_model(),
+            "-smp", &self.cpus.to_string(),
+            "-m", &self.memory,
+            "-drive", &format!("format=raw,file={image}"),
+            "-serial", "stdio",
+            "-display", "none",
+            "-monitor", "none",
+            "-device", "isa-debug-exit,iobase=0xf4,iosize=0x04",
+            "-no-reboot",
+        ]
+        .iter()
+        .map(|arg| arg.to_string())
+        .collect();
+        // QEMU rejects an empty fw_cfg string; no file means no options.
+        if !self.cmdline.is_empty() {
+            args.push("-fw_cfg".into());
+            // Commas separate QEMU's sub-options; a literal one is doubled.
+            args.push(format!("name=opt/shootdown/cmdline,string={}", self.cmdline.replace(',', ",,")));
+        }
+        args.push("-accel".into());
+        args.push(match self.accelerator {
+            Accelerator::Tcg => "tcg,thread=multi".into(),
+            Accelerator::Kvm => "kvm".into(),
+        });
+        if self.firmware == Firmware::Uefi {
+            args.push("-bios".into());
+            args.push(ovmf_path()?.display().to_string());
+        }
+        if self.gdb {
+            // -s: GDB stub on tcp::1234; -S: wait for the debugger to continue.
+            args.extend(["-s".into(), "-S".into()]);
+        }
+        Ok(args)
+    }
+}
+
+fn ovmf_path() -> Result<PathBuf, RunError> {
+    OVMF_PATHS
+        .iter()
+        .map(Path::new)
+        .find(|path| path.exists())
+        .map(Path::to_path_buf)
+        .ok_or(RunError::NoOvmf)
+}
+
+/// Why a run could not even start.
+#[derive(Debug)]
+pub enum RunError {
+    NoQemu(std::io::Error),
+    NoOvmf,
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NoQemu(error) => write!(
+                f,
+                "cannot start qemu-system-x86_64 ({error}); install it with `apt-get install qemu-system-x86`"
+            ),
+            Self::NoOvmf => write!(
+                f,
+                "UEFI firmware not found at {}; install it with `apt-get install ovmf`",
+                OVMF_PATHS.join(" or ")
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The kernel reported success (status 33).
+    Success,
+    /// The kernel reported failure (status 35).
+    Failure,
+    /// QEMU exited without the kernel reporting (triple fault, QEMU error).
+    UnexpectedExit(Option<i32>),
+    /// The run outlived its timeout and was killed.
+    Timeout(Duration),
+}
+
+impl Outcome {
+    fn from_status(status: Option<i32>) -> Self {
+        match status {
+            Some(EXIT_SUCCESS) => Self::Success,
+            Some(EXIT_FAILURE) => Self::Failure,
+            other => Self::UnexpectedExit(other),
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Success => write!(f, "success (QEMU exit status {EXIT_SUCCESS})"),
+            Self::Failure => write!(f, "the kernel reported failure (QEMU exit status {EXIT_FAILURE})"),
+            Self::UnexpectedExit(Some(0)) => {
+                write!(f, "QEMU exited with status 0 without a kernel report (a triple fault or reset?)")
+            }
+            Self::UnexpectedExit(Some(code)) => write!(f, "QEMU exited with status {code} without a kernel report"),
+            Self::UnexpectedExit(None) => write!(f, "QEMU was killed by a signal"),
+            Self::Timeout(limit) => write!(f, "timed out after {} s; QEMU was killed", limit.as_secs_f64()),
+        }
+    }
+}
+
+/// What a finished run produced.
+#[derive(Debug)]
+pub struct Run {
+    pub outcome: Outcome,
+    /// Every line the kernel printed on the serial console.
+    pub serial: Vec<String>,
+    /// What QEMU itself printed on stderr.
+    pub qemu_stderr: String,
+    /// From QEMU's start to the kernel's first line.
+    pub kernel_entry: Option<Duration>,
+    /// From QEMU's start to its exit.
+    pub elapsed: Duration,
+}
+
+impl Run {
+    /// The kernel's in-kernel test results.
+    pub fn test_report(&self) -> TestReport {
+        TestReport::parse(&self.serial)
+    }
+
+    /// Whether any serial line contains `text`.
+    pub fn printed(&self, text: &str) -> bool {
+        self.serial.iter().any(|line| line.contains(text))
+    }
+
+    /// The outcome, the last serial lines and QEMU's stderr, for failure
+    /// messages.
+    pub fn describe(&self) -> String {
+        let skip = self.serial.len().saturating_sub(TAIL_LINES);
+        let mut text = format!("run ended: {}\nlast {} serial lines:\n", self.outcome, self.serial.len() - skip);
+        for line in &self.serial[skip..] {
+            text.push_str("  | ");
+            text.push_str(line);
+            text.push('\n');
+        }
+        if !self.qemu_stderr.trim().is_empty() {
+            text.push_str("QEMU stderr:\n");
+            text.push_str(&self.qemu_stderr);
+        }
+        text
+    }
+}
+
+/// Boots the kernel as `config` describes and waits for the run to end.
+pub fn run(config: &QemuConfig) -> Result<Run, RunError> {
+    let start = Instant::now();
+    let mut child = Command::new("qemu-system-x86_64")
+        .args(config.qemu_args()?)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(RunError::NoQemu)?;
+
+    let serial = Arc::new(Mutex::new(Vec::new()));
+    let kernel_entry = Arc::new(Mutex::new(None));
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let stdout_reader = {
+        let (serial, kernel_entry, echo) = (Arc::clone(&serial), Arc::clone(&kernel_entry), config.echo);
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).split(b'\n').map_while(Result::ok) {
+                let line = String::from_utf8_lossy(&line).trim_end_matches('\r').to_string();
+                if line.contains(KERNEL_ENTRY_LINE) {
+                    kernel_entry.lock().unwrap().get_or_insert(start.elapsed());
+                }
+                if echo {
+                    println!("{line}");
+                }
+                serial.lock().unwrap().push(line);
+            }
+        })
+    };
+    let mut stderr = child.stderr.take().expect("stderr is piped");
+    let stderr_reader = thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+
+    let waited = if config.gdb { child.wait().map(Some) } else { child.wait_timeout(config.timeout) };
+    let outcome = match waited {
+        Ok(Some(status)) => Outcome::from_status(status.code()),
+        Ok(None) | Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Outcome::Timeout(config.timeout)
+        }
+    };
+    let elapsed = start.elapsed();
+    let _ = stdout_reader.join();
+    let qemu_stderr = stderr_reader.join().unwrap_or_default();
+    let serial = std::mem::take(&mut *serial.lock().unwrap());
+    let kernel_entry = *kernel_entry.lock().unwrap();
+    Ok(Run { outcome, serial, qemu_stderr, kernel_entry, elapsed })
+}

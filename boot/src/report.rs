@@ -1,0 +1,101 @@
+//! Parsing the kernel's `ktest:` lines into per-test results.
+//!
+//! The kernel prints `ktest: run NAME` before a test and `ktest: ok NAME` or
+//! `ktest: FAIL NAME: REASON` after it, then `ktest: P passed, F failed`.
+//! A `run` with no result means the test never returned: it hung (the run
+//! timed out) or took the machine down in a way the kernel could not report.
+
+/// The result of one in-kernel test.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TestOutcome {
+    Passed,
+    Failed(String),
+}
+
+/// Everything the kernel said about its tests in one run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TestReport {
+    /// Results in the order the tests ran.
+    pub results: Vec<(String, TestOutcome)>,
+    /// A test that started and never reported a result.
+    pub unfinished: Option<String>,
+    /// The closing `P passed, F failed` line.
+    pub summary: Option<(usize, usize)>,
+    /// Names printed by `run=list`.
+    pub listed: Vec<String>,
+}
+
+impl TestReport {
+    pub fn parse(lines: &[String]) -> Self {
+        let mut report = Self::default();
+        for line in lines {
+            let Some(rest) = line.trim_end().strip_prefix("ktest: ") else { continue };
+            if let Some(name) = rest.strip_prefix("run ") {
+                report.unfinished = Some(name.to_string());
+            } else if let Some(name) = rest.strip_prefix("ok ") {
+                report.finish(name, TestOutcome::Passed);
+            } else if let Some(failure) = rest.strip_prefix("FAIL ") {
+                let (name, reason) = failure.split_once(": ").unwrap_or((failure, "(no reason given)"));
+                report.finish(name, TestOutcome::Failed(reason.to_string()));
+            } else if let Some(listed) = rest.strip_prefix("test ") {
+                let name = listed.split_once(' ').map_or(listed, |(name, _)| name);
+                report.listed.push(name.to_string());
+            } else if let Some(summary) = parse_summary(rest) {
+                report.summary = Some(summary);
+            }
+        }
+        report
+    }
+
+    fn finish(&mut self, name: &str, outcome: TestOutcome) {
+        if self.unfinished.as_deref() == Some(name) {
+            self.unfinished = None;
+        }
+        self.results.push((name.to_string(), outcome));
+    }
+
+    /// The outcome of test `name`, if it reported one.
+    pub fn outcome(&self, name: &str) -> Option<&TestOutcome> {
+        self.results.iter().find(|(test, _)| test == name).map(|(_, outcome)| outcome)
+    }
+}
+
+/// Parses `P passed, F failed`.
+fn parse_summary(text: &str) -> Option<(usize, usize)> {
+    let (passed, failed) = text.split_once(" passed, ")?;
+    Some((passed.parse().ok()?, failed.strip_suffix(" failed")?.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(text: &str) -> Vec<String> {
+        text.lines().map(String::from).collect()
+    }
+
+    #[test]
+    fn parses_results_and_summary() {
+        let report = TestReport::parse(&lines(
+            "noise\nktest: running 2 tests\nktest: run a::b\n[ INFO] log line\nktest: ok a::b\n\
+             ktest: run c\nktest: FAIL c: file.rs:3: 1 == 2: left 1, right 2\nktest: 1 passed, 1 failed\n",
+        ));
+        assert_eq!(report.outcome("a::b"), Some(&TestOutcome::Passed));
+        assert_eq!(report.outcome("c"), Some(&TestOutcome::Failed("file.rs:3: 1 == 2: left 1, right 2".into())));
+        assert_eq!(report.summary, Some((1, 1)));
+        assert_eq!(report.unfinished, None);
+    }
+
+    #[test]
+    fn a_test_without_result_is_unfinished() {
+        let report = TestReport::parse(&lines("ktest: run a\nktest: ok a\nktest: run hangs\n"));
+        assert_eq!(report.unfinished.as_deref(), Some("hangs"));
+        assert_eq!(report.summary, None);
+    }
+
+    #[test]
+    fn parses_the_list() {
+        let report = TestReport::parse(&lines("ktest: test x::y\nktest: test z (runs only when named exactly)\n"));
+        assert_eq!(report.listed, vec!["x::y".to_string(), "z".to_string()]);
+    }
+}

@@ -1,0 +1,45 @@
+//! Small wrappers around single CPU instructions and control registers.
+
+use x86_64::instructions::interrupts;
+
+/// The value of CR2: the linear address of the most recent page fault.
+pub fn page_fault_address() -> u64 {
+    x86_64::registers::control::Cr2::read_raw()
+}
+
+/// The raw value of CR3: the physical address of the top-level page table
+/// plus, with CR4.PCIDE, the current PCID in bits 0-11.
+pub fn cr3_raw() -> u64 {
+    let (frame, low_bits) = x86_64::registers::control::Cr3::read_raw();
+    frame.start_address().as_u64() | u64::from(low_bits)
+}
+
+/// The raw value of CR4.
+pub fn cr4_raw() -> u64 {
+    x86_64::registers::control::Cr4::read_raw()
+}
+
+/// Stops this CPU for good: interrupts off, then `hlt` forever. Used only
+/// after a fatal error when there is no way to end the emulator run.
+pub fn halt_forever() -> ! {
+    interrupts::disable();
+    loop {
+        x86_64::instructions::hlt();
+    }
+}
+
+/// Runs `f` with maskable interrupts disabled on this CPU, restoring the
+/// previous state afterwards.
+pub fn without_interrupts<R>(f: impl FnOnce() -> R) -> R {
+    interrupts::without_interrupts(f)
+}
+
+/// Reads eight bytes at `address`, which the caller expects to be unmapped,
+/// so that the read raises a page fault. Exists to test the fault path.
+pub fn read_to_fault(address: u64) -> u64 {
+    // SAFETY: callers pass an address with no mapping, so the read faults and
+    // the fatal path ends the run before any value is produced. Were it mapped
+    // after all, a volatile `u64` read of it yields some bit pattern (every
+    // pattern is a valid `u64`) and changes nothing.
+    unsafe { core::ptr::read_volatile(address as *const u64) }
+}

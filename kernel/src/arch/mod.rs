@@ -1,0 +1,25 @@
+//! The architecture layer: the only place in the kernel that executes
+//! privileged instructions, touches I/O ports or turns physical addresses into
+//! references.
+//!
+//! Every `unsafe` block of the kernel lives below this module and carries a
+//! `// SAFETY:` comment arguing why it holds. The rest of the kernel
+//! (memory management policy, the test framework, command-line parsing) is
+//! ordinary safe Rust built on the small, safe interfaces exported here.
+
+pub mod cpu;
+pub mod cpuid;
+pub mod fw_cfg;
+pub mod gdt;
+pub mod idt;
+pub mod phys;
+pub mod qemu_exit;
+pub mod serial;
+pub mod trap;
+
+/// Loads the boot CPU's descriptor tables: GDT and TSS (with the double-fault
+/// stack) and the IDT. After this, every CPU exception reaches our handlers.
+pub fn init_boot_cpu() {
+    gdt::load_boot_cpu();
+    idt::load();
+}

@@ -1,0 +1,135 @@
+//! Trap entry: how every interrupt and exception gets from the CPU to Rust.
+//!
+//! Each of the 256 vectors has a 16-byte entry stub. Exceptions that push an
+//! error code already have it on the stack; every other stub pushes a 0 in its
+//! place, so all traps share one frame layout. The stub then pushes its vector
+//! number and jumps to a common routine that saves the general-purpose
+//! registers and calls [`trap_dispatch`] with a pointer to the resulting
+//! [`TrapFrame`]. A full frame (rather than the `x86-interrupt` ABI's partial
+//! one) lets crash reports print every register.
+
+use core::arch::global_asm;
+
+use x86_64::VirtAddr;
+
+/// Size of one entry stub. The assembly below checks that no stub outgrows it.
+const STUB_SIZE: u64 = 16;
+
+/// The registers of an interrupted context, as laid out on the stack by the
+/// entry stubs (lowest address first) and the CPU.
+#[repr(C)]
+#[derive(Debug)]
+pub struct TrapFrame {
+    pub r15: u64,
+    pub r14: u64,
+    pub r13: u64,
+    pub r12: u64,
+    pub r11: u64,
+    pub r10: u64,
+    pub r9: u64,
+    pub r8: u64,
+    pub rbp: u64,
+    pub rdi: u64,
+    pub rsi: u64,
+    pub rdx: u64,
+    pub rcx: u64,
+    pub rbx: u64,
+    pub rax: u64,
+    /// Pushed by the stub.
+    pub vector: u64,
+    /// Pushed by the CPU for exceptions that have one, else 0 from the stub.
+    pub error_code: u64,
+    /// Pushed by the CPU: the interrupt stack frame.
+    pub rip: u64,
+    pub cs: u64,
+    pub rflags: u64,
+    pub rsp: u64,
+    pub ss: u64,
+}
+
+// The stubs, generated with `.rept`. Vectors 8, 10-14, 17, 21, 29 and 30 are
+// the exceptions for which the CPU pushes an error code.
+global_asm!(
+    ".pushsection .text.trap_stubs, \"ax\"",
+    ".balign 16",
+    ".global trap_stubs",
+    "trap_stubs:",
+    ".set trap_vector, 0",
+    ".rept 256",
+    ".if (trap_vector == 8) + (trap_vector == 10) + (trap_vector == 11) + (trap_vector == 12) + (trap_vector == 13) + (trap_vector == 14) + (trap_vector == 17) + (trap_vector == 21) + (trap_vector == 29) + (trap_vector == 30)",
+    ".else",
+    "pushq $0",
+    ".endif",
+    "pushq $trap_vector",
+    "jmp trap_common",
+    // Pad with int3 up to the next stub; `.org` refuses to move backwards,
+    // so a stub longer than 16 bytes fails the build instead of shifting
+    // every later stub.
+    ".org trap_stubs + (trap_vector + 1) * 16, 0xcc",
+    ".set trap_vector, trap_vector + 1",
+    ".endr",
+    "",
+    "trap_common:",
+    "pushq %rax",
+    "pushq %rbx",
+    "pushq %rcx",
+    "pushq %rdx",
+    "pushq %rsi",
+    "pushq %rdi",
+    "pushq %rbp",
+    "pushq %r8",
+    "pushq %r9",
+    "pushq %r10",
+    "pushq %r11",
+    "pushq %r12",
+    "pushq %r13",
+    "pushq %r14",
+    "pushq %r15",
+    // The CPU aligned the stack to 16 bytes before pushing its 5-word frame;
+    // with error code, vector and 15 registers the total is 22 words, so the
+    // stack is 16-byte aligned here, as the System V ABI wants at a call.
+    "movq %rsp, %rdi",
+    "cld",
+    "call {dispatch}",
+    "popq %r15",
+    "popq %r14",
+    "popq %r13",
+    "popq %r12",
+    "popq %r11",
+    "popq %r10",
+    "popq %r9",
+    "popq %r8",
+    "popq %rbp",
+    "popq %rdi",
+    "popq %rsi",
+    "popq %rdx",
+    "popq %rcx",
+    "popq %rbx",
+    "popq %rax",
+    // Drop the vector and the error code.
+    "addq $16, %rsp",
+    "iretq",
+    ".popsection",
+    dispatch = sym trap_dispatch,
+    options(att_syntax)
+);
+
+unsafe extern "C" {
+    /// The first entry stub; stub `v` starts `v * STUB_SIZE` bytes later.
+    /// Never called from Rust: only its address is used.
+    fn trap_stubs();
+}
+
+/// The address of the entry stub for `vector`, for the IDT.
+pub fn stub_address(vector: u8) -> VirtAddr {
+    VirtAddr::new(trap_stubs as *const () as u64 + u64::from(vector) * STUB_SIZE)
+}
+
+/// Called by the common entry routine for every trap, with interrupts
+/// disabled (all IDT entries are interrupt gates).
+extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
+    match frame.vector {
+        0..=31 => crate::exceptions::handle(frame),
+        vector => crate::fatal::stop(format_args!("unexpected interrupt vector {vector}"), Some(frame)),
+    }
+}

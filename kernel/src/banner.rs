@@ -1,0 +1,51 @@
+//! The boot banner: what kernel this is, what CPU it found, which TLB
+//! features that CPU offers, and what memory it has.
+
+use crate::{cpu_features::CpuFeatures, memory::MemorySummary, println};
+
+const MIB: u64 = 1 << 20;
+
+fn yes_no(present: bool) -> &'static str {
+    if present { "yes" } else { "no" }
+}
+
+pub fn print(cpu: &CpuFeatures, memory: &MemorySummary) {
+    println!("==============================================================");
+    println!("shootdown {} - a teaching kernel for TLB shootdown", env!("CARGO_PKG_VERSION"));
+    println!("==============================================================");
+    println!(
+        "cpu: {} family {:#x} model {:#x} stepping {} ({})",
+        cpu.vendor_str(),
+        cpu.family,
+        cpu.model,
+        cpu.stepping,
+        cpu.brand_str()
+    );
+    let invlpgb = match cpu.invlpgb {
+        Some(max) if cpu.invlpgb_usable() => alloc::format!("yes, up to {} pages per instruction", u32::from(max) + 1),
+        Some(_) => alloc::string::String::from("reported, but unusable before Zen 3"),
+        None => alloc::string::String::from("no"),
+    };
+    println!("tlb features:");
+    println!("  PCID     {:<4} tagged TLB entries, CR3 loads need not flush", yes_no(cpu.pcid));
+    println!("  INVPCID  {:<4} invalidate by PCID without a CR3 load", yes_no(cpu.invpcid));
+    println!("  PGE      {:<4} global pages survive CR3 loads", yes_no(cpu.global_pages));
+    println!("  INVLPGB  {invlpgb}");
+    println!("  x2APIC   {:<4} IPIs through MSRs", yes_no(cpu.x2apic));
+    println!("  TCE      {:<4} translation cache extension", yes_no(cpu.tce));
+    println!("  SMEP     {:<4} SMAP {}", yes_no(cpu.smep), yes_no(cpu.smap));
+    println!(
+        "memory: {} MiB usable in {} of {} regions, RAM ends at {:#x}, bootloader uses {} KiB",
+        memory.usable_bytes / MIB,
+        memory.usable_regions,
+        memory.regions,
+        memory.end_of_ram,
+        memory.bootloader_bytes / 1024
+    );
+    println!(
+        "        kernel heap {} MiB, {} frames ({} MiB) free",
+        memory.heap_bytes as u64 / MIB,
+        memory.free_frames_after_init,
+        memory.free_frames_after_init as u64 * 4096 / MIB
+    );
+}

@@ -1,0 +1,208 @@
+//! The kernel command line: `key=value` words separated by spaces.
+//!
+//! The runner hands it over through QEMU's fw_cfg (see
+//! [`crate::arch::fw_cfg`]), so changing an option needs no new image. Every
+//! word must be a known option with a valid value: a typo is rejected with a
+//! message naming the known options, because a silently ignored option makes
+//! an experiment measure something else than the student thinks.
+
+use alloc::{string::String, vec::Vec};
+use core::fmt;
+
+use log::LevelFilter;
+
+use crate::arch::fw_cfg::{self, FwCfgError};
+
+/// The fw_cfg file the runner writes the command line into.
+pub const FW_CFG_FILE: &str = "opt/shootdown/cmdline";
+
+/// The longest command line accepted.
+const MAX_LENGTH: usize = 4096;
+
+/// What the kernel does after booting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// Print the banner and the guided demo, then power off.
+    Demo,
+    /// Run the in-kernel tests selected by `test=`.
+    Tests,
+    /// Print the names of all in-kernel tests.
+    ListTests,
+}
+
+/// Everything the command line can set.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Options {
+    pub workload: Workload,
+    /// Substring filters for test names (`test=a,b`); empty means all.
+    pub test_filters: Vec<String>,
+    pub log_level: LevelFilter,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self { workload: Workload::Demo, test_filters: Vec::new(), log_level: LevelFilter::Info }
+    }
+}
+
+/// Why the command line was rejected.
+#[derive(Debug, PartialEq, Eq)]
+pub enum CmdlineError {
+    UnknownOption(String),
+    MissingValue(&'static str),
+    BadValue { option: &'static str, value: String },
+    Repeated(&'static str),
+    NotUtf8,
+    TooLong { size: usize },
+}
+
+/// One known option: its name, what values it takes, and how it applies.
+struct OptionSpec {
+    name: &'static str,
+    values: &'static str,
+    apply: fn(&mut Options, &str) -> Result<(), ()>,
+}
+
+const OPTIONS: &[OptionSpec] = &[
+    OptionSpec { name: "run", values: "demo | tests | list", apply: apply_run },
+    OptionSpec { name: "test", values: "comma-separated name filters (implies run=tests)", apply: apply_test },
+    OptionSpec { name: "log", values: "off | error | warn | info | debug | trace", apply: apply_log },
+];
+
+fn apply_run(options: &mut Options, value: &str) -> Result<(), ()> {
+    options.workload = match value {
+        "demo" => Workload::Demo,
+        "tests" => Workload::Tests,
+        "list" => Workload::ListTests,
+        _ => return Err(()),
+    };
+    Ok(())
+}
+
+fn apply_test(options: &mut Options, value: &str) -> Result<(), ()> {
+    let filters: Vec<String> = value.split(',').map(String::from).collect();
+    if filters.iter().any(String::is_empty) {
+        return Err(());
+    }
+    options.workload = Workload::Tests;
+    options.test_filters = filters;
+    Ok(())
+}
+
+fn apply_log(options: &mut Options, value: &str) -> Result<(), ()> {
+    options.log_level = value.parse().map_err(|_| ())?;
+    Ok(())
+}
+
+impl fmt::Display for CmdlineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::UnknownOption(word) => write!(f, "unknown option '{word}'")?,
+            Self::MissingValue(name) => write!(f, "option '{name}' needs a value ({name}=...)")?,
+            Self::BadValue { option, value } => write!(f, "invalid value '{value}' for option '{option}'")?,
+            Self::Repeated(name) => write!(f, "option '{name}' given more than once")?,
+            Self::NotUtf8 => return write!(f, "the command line is not valid UTF-8"),
+            Self::TooLong { size } => return write!(f, "the command line is {size} bytes; the limit is {MAX_LENGTH}"),
+        }
+        write!(f, "; known options:")?;
+        for option in OPTIONS {
+            write!(f, "\n    {}=<{}>", option.name, option.values)?;
+        }
+        Ok(())
+    }
+}
+
+/// Parses a command line.
+pub fn parse(text: &str) -> Result<Options, CmdlineError> {
+    let mut options = Options::default();
+    let mut seen: Vec<&'static str> = Vec::new();
+    for word in text.split_ascii_whitespace() {
+        let (name, value) = match word.split_once('=') {
+            Some((name, value)) => (name, Some(value)),
+            None => (word, None),
+        };
+        let spec = OPTIONS
+            .iter()
+            .find(|spec| spec.name == name)
+            .ok_or_else(|| CmdlineError::UnknownOption(String::from(word)))?;
+        if seen.contains(&spec.name) {
+            return Err(CmdlineError::Repeated(spec.name));
+        }
+        seen.push(spec.name);
+        let value = value.filter(|value| !value.is_empty()).ok_or(CmdlineError::MissingValue(spec.name))?;
+        (spec.apply)(&mut options, value)
+            .map_err(|()| CmdlineError::BadValue { option: spec.name, value: String::from(value) })?;
+    }
+    Ok(options)
+}
+
+/// Reads the command line from fw_cfg and parses it. A machine without fw_cfg
+/// or without the file boots with the defaults.
+pub fn load() -> Result<Options, CmdlineError> {
+    let mut buffer = alloc::vec![0; MAX_LENGTH];
+    let length = match fw_cfg::read_file(FW_CFG_FILE, &mut buffer) {
+        Ok(length) => length,
+        Err(FwCfgError::NoDevice | FwCfgError::NotFound) => 0,
+        Err(FwCfgError::TooLarge { size, .. }) => return Err(CmdlineError::TooLong { size }),
+    };
+    let text = core::str::from_utf8(&buffer[..length]).map_err(|_| CmdlineError::NotUtf8)?;
+    // QEMU's `string=` files may carry a trailing NUL.
+    parse(text.trim_end_matches('\0'))
+}
+
+pub mod tests {
+    //! In-kernel tests of the parser.
+
+    use alloc::{string::String, vec};
+
+    use super::{CmdlineError, Options, Workload, parse};
+    use crate::ktest::{Test, TestResult};
+    use crate::{check, check_eq};
+
+    pub const TESTS: &[Test] = &[
+        Test::new("cmdline::empty_means_defaults", empty_means_defaults),
+        Test::new("cmdline::parses_every_option", parses_every_option),
+        Test::new("cmdline::rejects_bad_input", rejects_bad_input),
+        Test::new("cmdline::error_lists_known_options", error_lists_known_options),
+    ];
+
+    fn empty_means_defaults() -> TestResult {
+        check_eq!(parse(""), Ok(Options::default()));
+        check_eq!(parse("   "), Ok(Options::default()));
+        Ok(())
+    }
+
+    fn parses_every_option() -> TestResult {
+        let options = parse("log=debug  test=frames::,heap");
+        check_eq!(
+            options,
+            Ok(Options {
+                workload: Workload::Tests,
+                test_filters: vec![String::from("frames::"), String::from("heap")],
+                log_level: log::LevelFilter::Debug,
+            })
+        );
+        check_eq!(parse("run=list").map(|options| options.workload), Ok(Workload::ListTests));
+        Ok(())
+    }
+
+    fn rejects_bad_input() -> TestResult {
+        check_eq!(parse("bogus=1"), Err(CmdlineError::UnknownOption(String::from("bogus=1"))));
+        check_eq!(parse("run"), Err(CmdlineError::MissingValue("run")));
+        check_eq!(parse("run="), Err(CmdlineError::MissingValue("run")));
+        check_eq!(
+            parse("run=fast"),
+            Err(CmdlineError::BadValue { option: "run", value: String::from("fast") })
+        );
+        check_eq!(parse("test=a,,b"), Err(CmdlineError::BadValue { option: "test", value: String::from("a,,b") }));
+        check_eq!(parse("log=info log=debug"), Err(CmdlineError::Repeated("log")));
+        Ok(())
+    }
+
+    fn error_lists_known_options() -> TestResult {
+        let message = alloc::format!("{}", CmdlineError::UnknownOption(String::from("tlb=magic")));
+        check!(message.contains("unknown option 'tlb=magic'"), "message was: {message}");
+        check!(message.contains("run=<") && message.contains("test=<") && message.contains("log=<"));
+        Ok(())
+    }
+}

@@ -1,0 +1,153 @@
+//! What the processor can do for TLB management, decoded from CPUID.
+//!
+//! Each feature below changes how a kernel keeps TLBs coherent:
+//! - **PCID** (CPUID 1:ECX[17]): TLB entries are tagged with a 12-bit process
+//!   context id, so switching CR3 need not flush everything.
+//! - **INVPCID** (7.0:EBX[10]): invalidate by PCID without loading CR3.
+//! - **INVLPGB/TLBSYNC** (0x8000_0008:EBX[3], AMD): invalidate on *every* CPU
+//!   with one instruction, no IPIs; EDX[15:0] is the largest extra-page count
+//!   one INVLPGB accepts. Zen 2 parts report it but must not use it.
+//! - **x2APIC** (1:ECX[21]): IPIs through MSRs instead of MMIO.
+//! - **TCE** (0x8000_0001:ECX[17], AMD): translation cache extension, INVLPG
+//!   keeps unrelated page-walk cache entries.
+//! - **SMEP/SMAP** (7.0:EBX[7], EBX[20]): the kernel may not execute or touch
+//!   user pages by accident.
+//! - **PGE** (1:EDX[13]): global pages, kept across CR3 loads (kernel mappings).
+
+use crate::arch::cpuid::cpuid;
+
+/// AMD family 19h is Zen 3 and Zen 4; 1Ah is Zen 5. Family 17h (Zen, Zen 2)
+/// may report INVLPGB but it is unusable there.
+const FIRST_ZEN3_FAMILY: u32 = 0x19;
+
+#[derive(Clone, Debug)]
+pub struct CpuFeatures {
+    pub vendor: [u8; 12],
+    pub brand: [u8; 48],
+    pub family: u32,
+    pub model: u32,
+    pub stepping: u32,
+    pub pcid: bool,
+    pub invpcid: bool,
+    pub global_pages: bool,
+    /// INVLPGB as reported by CPUID, with its maximum extra-page count.
+    pub invlpgb: Option<u16>,
+    pub x2apic: bool,
+    pub tce: bool,
+    pub smep: bool,
+    pub smap: bool,
+}
+
+impl CpuFeatures {
+    /// Reads every feature this kernel cares about.
+    pub fn detect() -> Self {
+        let leaf0 = cpuid(0, 0);
+        let mut vendor = [0; 12];
+        vendor[0..4].copy_from_slice(&leaf0.ebx.to_le_bytes());
+        vendor[4..8].copy_from_slice(&leaf0.edx.to_le_bytes());
+        vendor[8..12].copy_from_slice(&leaf0.ecx.to_le_bytes());
+
+        let leaf1 = cpuid(1, 0);
+        let (family, model, stepping) = decode_signature(leaf1.eax);
+        let leaf7 = if leaf0.eax >= 7 { cpuid(7, 0) } else { Default::default() };
+
+        let max_extended = cpuid(0x8000_0000, 0).eax;
+        let extended = |leaf: u32| if max_extended >= leaf { cpuid(leaf, 0) } else { Default::default() };
+        let ext1 = extended(0x8000_0001);
+        let ext8 = extended(0x8000_0008);
+
+        let mut brand = [0; 48];
+        if max_extended >= 0x8000_0004 {
+            for (chunk, leaf) in brand.chunks_exact_mut(16).zip(0x8000_0002..) {
+                let regs = cpuid(leaf, 0);
+                for (bytes, reg) in chunk.chunks_exact_mut(4).zip([regs.eax, regs.ebx, regs.ecx, regs.edx]) {
+                    bytes.copy_from_slice(&reg.to_le_bytes());
+                }
+            }
+        }
+
+        let bit = |value: u32, index: u32| value & (1 << index) != 0;
+        Self {
+            vendor,
+            brand,
+            family,
+            model,
+            stepping,
+            pcid: bit(leaf1.ecx, 17),
+            invpcid: bit(leaf7.ebx, 10),
+            global_pages: bit(leaf1.edx, 13),
+            invlpgb: bit(ext8.ebx, 3).then_some(ext8.edx as u16),
+            x2apic: bit(leaf1.ecx, 21),
+            tce: bit(ext1.ecx, 17),
+            smep: bit(leaf7.ebx, 7),
+            smap: bit(leaf7.ebx, 20),
+        }
+    }
+
+    pub fn vendor_str(&self) -> &str {
+        core::str::from_utf8(&self.vendor).unwrap_or("?")
+    }
+
+    pub fn brand_str(&self) -> &str {
+        let end = self.brand.iter().position(|&b| b == 0).unwrap_or(self.brand.len());
+        core::str::from_utf8(&self.brand[..end]).map(str::trim).unwrap_or("?")
+    }
+
+    /// Whether INVLPGB may be used: reported by CPUID *and* on Zen 3 or later.
+    pub fn invlpgb_usable(&self) -> bool {
+        self.invlpgb.is_some() && self.vendor_str() == "AuthenticAMD" && self.family >= FIRST_ZEN3_FAMILY
+    }
+}
+
+/// Family, model and stepping from CPUID 1:EAX, with the extended fields
+/// folded in as both vendors specify.
+fn decode_signature(eax: u32) -> (u32, u32, u32) {
+    let stepping = eax & 0xF;
+    let base_model = (eax >> 4) & 0xF;
+    let base_family = (eax >> 8) & 0xF;
+    let extended_model = (eax >> 16) & 0xF;
+    let extended_family = (eax >> 20) & 0xFF;
+    let family = if base_family == 0xF { base_family + extended_family } else { base_family };
+    let model = if base_family == 0x6 || base_family == 0xF {
+        (extended_model << 4) | base_model
+    } else {
+        base_model
+    };
+    (family, model, stepping)
+}
+
+pub mod tests {
+    //! In-kernel tests of the CPUID decoding.
+
+    use super::{CpuFeatures, decode_signature};
+    use crate::ktest::{Test, TestResult};
+    use crate::{check, check_eq};
+
+    pub const TESTS: &[Test] = &[
+        Test::new("cpu_features::decodes_signatures", decodes_signatures),
+        Test::new("cpu_features::invlpgb_needs_zen3", invlpgb_needs_zen3),
+    ];
+
+    fn decodes_signatures() -> TestResult {
+        // EPYC 7763 (Milan, Zen 3): family 19h, model 01h, stepping 1.
+        check_eq!(decode_signature(0x00A0_0F11), (0x19, 0x01, 1));
+        // EPYC 7002 (Rome, Zen 2): family 17h, model 31h, stepping 0.
+        check_eq!(decode_signature(0x0083_0F10), (0x17, 0x31, 0));
+        // Intel Skylake client: family 6, model 5Eh, stepping 3.
+        check_eq!(decode_signature(0x0005_06E3), (6, 0x5E, 3));
+        Ok(())
+    }
+
+    fn invlpgb_needs_zen3() -> TestResult {
+        let mut cpu = CpuFeatures::detect();
+        cpu.vendor = *b"AuthenticAMD";
+        cpu.invlpgb = Some(7);
+        cpu.family = 0x17;
+        check!(!cpu.invlpgb_usable(), "INVLPGB must be ignored on Zen 2 (family 17h)");
+        cpu.family = 0x19;
+        check!(cpu.invlpgb_usable());
+        cpu.invlpgb = None;
+        check!(!cpu.invlpgb_usable());
+        Ok(())
+    }
+}

@@ -1,0 +1,141 @@
+//! CPU exceptions (vectors 0-31): what each one means and how it is reported.
+//!
+//! A kernel that is still being built has no exception it can recover from:
+//! every one is a bug, and the most useful thing to do is to say exactly what
+//! happened (which exception, the error code decoded, the faulting address for
+//! a page fault, every register) and end the run as a failure.
+
+use crate::arch::{cpu, serial::write_emergency, trap::TrapFrame};
+
+const PAGE_FAULT: u64 = 14;
+
+/// The architectural names of vectors 0-31 (AMD APM vol. 2, table 8-1).
+const NAMES: [&str; 32] = [
+    "divide error (#DE)",
+    "debug (#DB)",
+    "non-maskable interrupt (NMI)",
+    "breakpoint (#BP)",
+    "overflow (#OF)",
+    "bound range exceeded (#BR)",
+    "invalid opcode (#UD)",
+    "device not available (#NM)",
+    "double fault (#DF)",
+    "coprocessor segment overrun",
+    "invalid TSS (#TS)",
+    "segment not present (#NP)",
+    "stack-segment fault (#SS)",
+    "general protection fault (#GP)",
+    "page fault (#PF)",
+    "reserved vector 15",
+    "x87 floating-point error (#MF)",
+    "alignment check (#AC)",
+    "machine check (#MC)",
+    "SIMD floating-point error (#XM)",
+    "virtualization exception (#VE)",
+    "control protection exception (#CP)",
+    "reserved vector 22",
+    "reserved vector 23",
+    "reserved vector 24",
+    "reserved vector 25",
+    "reserved vector 26",
+    "reserved vector 27",
+    "hypervisor injection exception (#HV)",
+    "VMM communication exception (#VC)",
+    "security exception (#SX)",
+    "reserved vector 31",
+];
+
+/// Handles CPU exception `frame.vector` (0-31).
+pub fn handle(frame: &TrapFrame) -> ! {
+    let name = NAMES[frame.vector as usize];
+    if frame.vector == PAGE_FAULT {
+        let address = cpu::page_fault_address();
+        crate::fatal::stop(
+            format_args!(
+                "{name} at rip {:#x}: {} {} {:#x} ({})",
+                frame.rip,
+                privilege(frame.error_code),
+                access_kind(frame.error_code),
+                address,
+                page_fault_cause(frame.error_code),
+            ),
+            Some(frame),
+        )
+    }
+    crate::fatal::stop(
+        format_args!("{name} at rip {:#x}, error code {:#x}", frame.rip, frame.error_code),
+        Some(frame),
+    )
+}
+
+/// What the faulting access tried to do, from the page-fault error code.
+fn access_kind(error_code: u64) -> &'static str {
+    const WRITE: u64 = 1 << 1;
+    const INSTRUCTION_FETCH: u64 = 1 << 4;
+    if error_code & INSTRUCTION_FETCH != 0 {
+        "instruction fetch from"
+    } else if error_code & WRITE != 0 {
+        "write to"
+    } else {
+        "read from"
+    }
+}
+
+/// Which privilege level made the faulting access.
+fn privilege(error_code: u64) -> &'static str {
+    const USER: u64 = 1 << 2;
+    if error_code & USER != 0 { "user" } else { "kernel" }
+}
+
+/// Why the access faulted, from the page-fault error code.
+fn page_fault_cause(error_code: u64) -> &'static str {
+    const PRESENT: u64 = 1 << 0;
+    const RESERVED_BIT: u64 = 1 << 3;
+    const PROTECTION_KEY: u64 = 1 << 5;
+    if error_code & RESERVED_BIT != 0 {
+        "reserved bit set in a page-table entry"
+    } else if error_code & PROTECTION_KEY != 0 {
+        "protection-key violation"
+    } else if error_code & PRESENT == 0 {
+        "page not present"
+    } else {
+        "protection violation"
+    }
+}
+
+/// Prints every register of `frame` plus CR2, CR3 and CR4.
+pub fn print_registers(frame: &TrapFrame) {
+    write_emergency(format_args!(
+        "  rip {:#018x}  cs  {:#06x}  rflags {:#010x}  rsp {:#018x}  ss {:#06x}\n\
+         \x20 rax {:#018x}  rbx {:#018x}  rcx {:#018x}  rdx {:#018x}\n\
+         \x20 rsi {:#018x}  rdi {:#018x}  rbp {:#018x}  r8  {:#018x}\n\
+         \x20 r9  {:#018x}  r10 {:#018x}  r11 {:#018x}  r12 {:#018x}\n\
+         \x20 r13 {:#018x}  r14 {:#018x}  r15 {:#018x}\n\
+         \x20 vector {}  error code {:#x}  cr2 {:#018x}  cr3 {:#018x}  cr4 {:#x}\n",
+        frame.rip,
+        frame.cs,
+        frame.rflags,
+        frame.rsp,
+        frame.ss,
+        frame.rax,
+        frame.rbx,
+        frame.rcx,
+        frame.rdx,
+        frame.rsi,
+        frame.rdi,
+        frame.rbp,
+        frame.r8,
+        frame.r9,
+        frame.r10,
+        frame.r11,
+        frame.r12,
+        frame.r13,
+        frame.r14,
+        frame.r15,
+        frame.vector,
+        frame.error_code,
+        cpu::page_fault_address(),
+        cpu::cr3_raw(),
+        cpu::cr4_raw(),
+    ));
+}

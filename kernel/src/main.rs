@@ -1,0 +1,82 @@
+//! # shootdown: a teaching kernel for TLB shootdown
+//!
+//! This is the kernel binary. It boots through the `bootloader` crate on one
+//! CPU, sets up its descriptor tables, memory and console, reads its command
+//! line, prints what hardware it found, and runs the selected workload: the
+//! guided demo, or the in-kernel tests.
+//!
+//! Layout:
+//! - [`arch`]: every privileged instruction and every `unsafe` block;
+//! - [`memory`]: frame allocator and heap;
+//! - [`exceptions`] and [`fatal`]: how faults and panics are reported;
+//! - [`cmdline`]: the options, read from QEMU's fw_cfg;
+//! - [`ktest`]: the in-kernel test framework.
+//!
+//! The decisions about TLBs live in the separate, host-testable `mm` crate.
+
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+mod arch;
+mod banner;
+mod cmdline;
+mod console;
+mod cpu_features;
+mod exceptions;
+mod fatal;
+mod ktest;
+mod logger;
+mod memory;
+
+use bootloader_api::{BootInfo, BootloaderConfig, config::Mapping, entry_point};
+
+use crate::{
+    arch::qemu_exit::{QemuExitCode, exit_qemu},
+    cmdline::Workload,
+};
+
+/// Asks the bootloader to map all physical memory (the kernel reaches page
+/// tables and frames through it) and to give the kernel a roomy stack.
+const BOOTLOADER_CONFIG: BootloaderConfig = {
+    let mut config = BootloaderConfig::new_default();
+    config.mappings.physical_memory = Some(Mapping::Dynamic);
+    config.kernel_stack_size = 256 * 1024;
+    config
+};
+
+entry_point!(kernel_main, config = &BOOTLOADER_CONFIG);
+
+fn kernel_main(boot_info: &'static mut BootInfo) -> ! {
+    arch::serial::init();
+    // The host runner times the boot up to this line.
+    println!("shootdown: kernel entered");
+    logger::init();
+    arch::init_boot_cpu();
+
+    let memory = memory::init(boot_info).unwrap_or_else(|error| fatal::stop(format_args!("memory: {error}"), None));
+    let options = cmdline::load()
+        .unwrap_or_else(|error| fatal::stop(format_args!("rejected kernel command line: {error}"), None));
+    logger::set_level(options.log_level);
+
+    let cpu = cpu_features::CpuFeatures::detect();
+    banner::print(&cpu, &memory);
+
+    let outcome = match options.workload {
+        Workload::Demo => {
+            println!("demo: nothing more to show yet; powering off");
+            QemuExitCode::Success
+        }
+        Workload::ListTests => {
+            ktest::list();
+            QemuExitCode::Success
+        }
+        Workload::Tests => match ktest::run(&options.test_filters) {
+            Ok(true) => QemuExitCode::Success,
+            Ok(false) => QemuExitCode::Failure,
+            Err(unmatched) => fatal::stop(format_args!("{unmatched}"), None),
+        },
+    };
+    exit_qemu(outcome)
+}
