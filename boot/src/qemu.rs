@@ -127,7 +127,9 @@ impl QemuConfig {
             "-cpu", self.effective_cpu_model(),
             "-smp", &self.cpus.to_string(),
             "-m", &self.memory,
-            "-drive", &format!("format=raw,file={image}"),
+            // snapshot=on: writes go to a temporary overlay, so parallel runs can
+            // share the image (QEMU locks images opened for writing).
+            "-drive", &format!("format=raw,file={image},snapshot=on"),
             "-serial", "stdio",
             "-display", "none",
             "-monitor", "none",

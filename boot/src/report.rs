@@ -21,8 +21,16 @@ pub struct TestReport {
     pub unfinished: Option<String>,
     /// The closing `P passed, F failed` line.
     pub summary: Option<(usize, usize)>,
-    /// Names printed by `run=list`.
-    pub listed: Vec<String>,
+    /// Tests printed by `run=list`.
+    pub listed: Vec<ListedTest>,
+}
+
+/// One entry of `run=list`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListedTest {
+    pub name: String,
+    /// Runs only when named exactly (the harness's deliberate failures).
+    pub explicit_only: bool,
 }
 
 impl TestReport {
@@ -38,8 +46,8 @@ impl TestReport {
                 let (name, reason) = failure.split_once(": ").unwrap_or((failure, "(no reason given)"));
                 report.finish(name, TestOutcome::Failed(reason.to_string()));
             } else if let Some(listed) = rest.strip_prefix("test ") {
-                let name = listed.split_once(' ').map_or(listed, |(name, _)| name);
-                report.listed.push(name.to_string());
+                let (name, note) = listed.split_once(' ').unwrap_or((listed, ""));
+                report.listed.push(ListedTest { name: name.to_string(), explicit_only: !note.is_empty() });
             } else if let Some(summary) = parse_summary(rest) {
                 report.summary = Some(summary);
             }
@@ -96,6 +104,12 @@ mod tests {
     #[test]
     fn parses_the_list() {
         let report = TestReport::parse(&lines("ktest: test x::y\nktest: test z (runs only when named exactly)\n"));
-        assert_eq!(report.listed, vec!["x::y".to_string(), "z".to_string()]);
+        assert_eq!(
+            report.listed,
+            vec![
+                ListedTest { name: "x::y".into(), explicit_only: false },
+                ListedTest { name: "z".into(), explicit_only: true }
+            ]
+        );
     }
 }

@@ -37,10 +37,20 @@ use crate::{
     cmdline::Workload,
 };
 
-/// Asks the bootloader to map all physical memory (the kernel reaches page
-/// tables and frames through it) and to give the kernel a roomy stack.
+/// Where the kernel image is mapped: the top 2 GiB of the address space.
+const KERNEL_BASE: u64 = 0xffff_ffff_8000_0000;
+
+/// Start of the upper (kernel) half of the canonical address space.
+const UPPER_HALF_START: u64 = 0xffff_8000_0000_0000;
+
+/// Asks the bootloader to put everything it maps for the kernel (the image,
+/// its stack, the boot information and the window onto all physical memory)
+/// in the upper half, leaving the lower half free for user address spaces,
+/// and to give the kernel a roomy stack.
 const BOOTLOADER_CONFIG: BootloaderConfig = {
     let mut config = BootloaderConfig::new_default();
+    config.mappings.kernel_base = Mapping::FixedAddress(KERNEL_BASE);
+    config.mappings.dynamic_range_start = Some(UPPER_HALF_START);
     config.mappings.physical_memory = Some(Mapping::Dynamic);
     config.kernel_stack_size = 256 * 1024;
     config

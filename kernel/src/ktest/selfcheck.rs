@@ -12,6 +12,7 @@ pub const TESTS: &[Test] = &[
     Test::explicit("harness::fails", fails),
     Test::explicit("harness::panics", panics),
     Test::explicit("harness::page_fault", page_fault),
+    Test::explicit("harness::stack_overflow", stack_overflow),
     Test::explicit("harness::hangs", hangs),
 ];
 
@@ -26,13 +27,25 @@ fn panics() -> TestResult {
     panic!("deliberate panic in a test (divisor {divisor})");
 }
 
-/// A canonical lower-half address that nothing maps: the bootloader puts the
-/// kernel, its stack and the physical-memory window in the upper half.
+/// A canonical lower-half address that nothing maps: the kernel asks the
+/// bootloader to put everything it maps in the upper half (see `main.rs`).
 const UNMAPPED_ADDRESS: u64 = 0x0000_0dea_d000_0000;
 
 fn page_fault() -> TestResult {
     let value = crate::arch::cpu::read_to_fault(UNMAPPED_ADDRESS);
     panic!("reading unmapped address {UNMAPPED_ADDRESS:#x} returned {value:#x} instead of faulting");
+}
+
+/// Recurses until the kernel stack runs into its unmapped guard page. The
+/// page fault cannot push its frame on the overflowed stack, so the CPU
+/// raises a double fault, which runs on its own stack and reports.
+fn stack_overflow() -> TestResult {
+    fn recurse(depth: u64) -> u64 {
+        let frame = core::hint::black_box([depth; 64]);
+        recurse(depth + 1) + frame[0]
+    }
+    let depth = recurse(0);
+    panic!("recursion to depth {depth} returned instead of overflowing the stack");
 }
 
 fn hangs() -> TestResult {

@@ -1,0 +1,137 @@
+//! Tests of the test harness and of the boot path.
+//!
+//! The harness must turn every way a kernel test can go wrong into a visible
+//! failure: a failed check, a panic, a CPU exception and a hang each boot the
+//! kernel with one deliberately broken test selected. The boot path must
+//! reject bad command lines with a message, and must boot on the
+//! configurations a student is likely to try (UEFI, small and large memory).
+
+use std::time::Duration;
+
+use boot::{
+    qemu::{self, Firmware, Outcome, QemuConfig, Run},
+    report::TestOutcome,
+};
+
+fn boot(config: QemuConfig) -> Run {
+    qemu::run(&config).unwrap_or_else(|error| panic!("cannot boot the kernel: {error}"))
+}
+
+fn boot_cmdline(cmdline: &str) -> Run {
+    boot(QemuConfig::default().cpus(2).cmdline(cmdline).timeout(Duration::from_secs(120)))
+}
+
+/// The failure reason the kernel reported for `test`.
+fn failure_reason(run: &Run, test: &str) -> String {
+    match run.test_report().outcome(test) {
+        Some(TestOutcome::Failed(reason)) => reason.clone(),
+        other => panic!("expected {test} to be reported as failed, got {other:?}\n{}", run.describe()),
+    }
+}
+
+#[test]
+fn failing_check_fails_the_run_and_names_the_test() {
+    let run = boot_cmdline("test=harness::fails");
+    assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
+    let reason = failure_reason(&run, "harness::fails");
+    assert!(reason.contains("selfcheck.rs") && reason.contains("arithmetic is broken on purpose"), "{reason}");
+    assert!(reason.contains("left 4, right 5"), "{reason}");
+    assert_eq!(run.test_report().summary, Some((0, 1)));
+}
+
+#[test]
+fn panicking_test_is_reported_with_message_and_location() {
+    let run = boot_cmdline("test=harness::panics");
+    assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
+    let reason = failure_reason(&run, "harness::panics");
+    assert!(reason.contains("kernel panic at kernel/src/ktest/selfcheck.rs"), "{reason}");
+    assert!(reason.contains("deliberate panic in a test"), "{reason}");
+    assert_eq!(run.test_report().summary, Some((0, 1)));
+}
+
+#[test]
+fn page_fault_in_a_test_prints_registers_and_fails() {
+    let run = boot_cmdline("test=harness::page_fault");
+    assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
+    let reason = failure_reason(&run, "harness::page_fault");
+    assert!(reason.contains("page fault (#PF)"), "{reason}");
+    assert!(reason.contains("kernel read from 0xdead0000000 (page not present)"), "{reason}");
+    assert!(run.printed("cr2 0x00000dead0000000"), "no register dump:\n{}", run.describe());
+    assert!(run.printed("  rax 0x"), "no register dump:\n{}", run.describe());
+}
+
+#[test]
+fn hanging_test_is_caught_by_the_timeout_and_named() {
+    let run = boot(QemuConfig::default().cpus(1).cmdline("test=harness::hangs").timeout(Duration::from_secs(15)));
+    assert_eq!(run.outcome, Outcome::Timeout(Duration::from_secs(15)), "{}", run.describe());
+    assert_eq!(run.test_report().unfinished.as_deref(), Some("harness::hangs"));
+}
+
+#[test]
+fn unknown_option_is_rejected_with_the_known_ones() {
+    let run = boot_cmdline("frobnicate=1");
+    assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
+    assert!(run.printed("rejected kernel command line: unknown option 'frobnicate=1'"), "{}", run.describe());
+    assert!(run.printed("    run=<demo | tests | list>"), "{}", run.describe());
+}
+
+#[test]
+fn malformed_value_is_rejected() {
+    let run = boot_cmdline("log=loud");
+    assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
+    assert!(run.printed("invalid value 'loud' for option 'log'"), "{}", run.describe());
+}
+
+#[test]
+fn filter_matching_nothing_is_rejected() {
+    let run = boot_cmdline("test=no_such_test");
+    assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
+    assert!(run.printed("test filter 'no_such_test' matches no test"), "{}", run.describe());
+}
+
+#[test]
+fn filter_selects_only_matching_tests() {
+    let run = boot_cmdline("test=cmdline::,heap::box_and_vec");
+    assert_eq!(run.outcome, Outcome::Success, "{}", run.describe());
+    let report = run.test_report();
+    assert!(report.results.iter().all(|(name, _)| name.starts_with("cmdline::") || name == "heap::box_and_vec"));
+    assert_eq!(report.summary, Some((report.results.len(), 0)));
+    assert!(report.results.len() >= 2, "{report:?}");
+}
+
+/// Checks the default run (what `cargo run` shows): banner, then power-off.
+fn assert_banner_and_clean_exit(run: &Run) {
+    assert_eq!(run.outcome, Outcome::Success, "{}", run.describe());
+    assert!(run.printed("cpu: AuthenticAMD family 0x19 model 0x1"), "{}", run.describe());
+    for feature in ["PCID", "INVPCID", "INVLPGB", "x2APIC", "TCE", "SMEP"] {
+        assert!(run.printed(&format!("  {feature} ")), "banner lacks {feature}:\n{}", run.describe());
+    }
+    assert!(run.printed("MiB usable"), "{}", run.describe());
+    assert!(run.kernel_entry.is_some(), "the kernel never printed its first line");
+}
+
+#[test]
+fn default_run_prints_banner_and_powers_off() {
+    assert_banner_and_clean_exit(&boot(QemuConfig::default()));
+}
+
+#[test]
+fn uefi_image_boots() {
+    assert_banner_and_clean_exit(&boot(QemuConfig::default().firmware(Firmware::Uefi)));
+}
+
+#[test]
+fn boots_with_small_and_large_memory() {
+    for memory in ["64M", "3G"] {
+        assert_banner_and_clean_exit(&boot(QemuConfig::default().cpus(2).memory(memory)));
+    }
+}
+
+#[test]
+fn stack_overflow_reaches_the_double_fault_handler() {
+    let run = boot_cmdline("test=harness::stack_overflow");
+    assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
+    let reason = failure_reason(&run, "harness::stack_overflow");
+    assert!(reason.contains("double fault (#DF)"), "{reason}");
+    assert!(run.printed("vector 8"), "no register dump:\n{}", run.describe());
+}
