@@ -1,0 +1,109 @@
+//! ASIDs and PCIDs: the numbers that tag TLB entries.
+//!
+//! An x86 TLB entry is tagged with the 12-bit PCID that was in CR3 when it was filled (when
+//! CR4.PCIDE is on). Switching CR3 to another PCID keeps the old entries, so coming back to an
+//! address space can skip the flush, *if* nothing about that address space changed meanwhile.
+//! This crate names the per-address-space tag an **ASID** and derives the PCID from it:
+//!
+//! * **Dynamic ASIDs** `0..DYN_ASIDS` are per CPU. Each CPU caches the last few address
+//!   spaces it ran in [`DYN_ASIDS`] slots; slot *i* uses ASID *i*. The same ASID means
+//!   different address spaces on different CPUs, which is fine because each CPU flushes its
+//!   own TLB (by IPI) when an address space changes.
+//! * **Global ASIDs** `FIRST_GLOBAL_ASID..MAX_ASID_AVAILABLE` are system wide: one address
+//!   space owns the ASID on every CPU. That is what lets a single *broadcast* invalidation
+//!   (INVLPGB) tagged with that PCID reach every CPU without interrupting it.
+//!
+//! **PCID = ASID + 1.** PCID 0 is never used for a user address space. Code that knows nothing
+//! about PCIDs (early boot, a firmware call, a debugger) may load CR3 with PCID 0, use it, and
+//! put the old CR3 back; with the +1 it cannot pollute a live address space's entries. It also
+//! makes a bug that loads a PCID-tagged CR3 while PCIDs are off fault every time instead of
+//! only for ASID 0.
+//!
+//! Without PCID support (QEMU's TCG has none) the kernel still tracks ASIDs here, every
+//! address-space load flushes, and nothing else changes.
+//!
+//! This kernel has no page-table isolation (PTI), so all 12 PCID bits are available; Linux
+//! loses one bit to PTI's user PCIDs and stops at 2046.
+
+/// Tag of an address space in this crate's bookkeeping (see the module docs).
+pub type Asid = u16;
+
+/// The 12-bit hardware tag placed in CR3[11:0] and in INVLPGB's EDX[27:16].
+pub type Pcid = u16;
+
+/// Number of per-CPU dynamic ASID slots (Linux: `TLB_NR_DYN_ASIDS`).
+pub const DYN_ASIDS: usize = 6;
+
+/// Width of the hardware PCID field.
+pub const PCID_BITS: u32 = 12;
+
+/// One past the largest ASID: `2^PCID_BITS - 2`, so that the largest PCID (ASID + 1) is
+/// `2^PCID_BITS - 2` and still fits in 12 bits. This is an exclusive bound, never a count.
+pub const MAX_ASID_AVAILABLE: Asid = (1 << PCID_BITS) - 2;
+
+/// The first global ASID: global ASIDs never collide with the dynamic slots.
+pub const FIRST_GLOBAL_ASID: Asid = DYN_ASIDS as Asid;
+
+/// Number of global ASIDs: `FIRST_GLOBAL_ASID..MAX_ASID_AVAILABLE`.
+pub const GLOBAL_ASID_COUNT: usize = (MAX_ASID_AVAILABLE - FIRST_GLOBAL_ASID) as usize;
+
+/// The PCID that tags `asid`'s entries. Panics on an ASID outside the space.
+pub const fn pcid_of(asid: Asid) -> Pcid {
+    assert!(asid < MAX_ASID_AVAILABLE, "ASID out of range");
+    asid + 1
+}
+
+/// Whether `asid` is a global (system-wide) ASID rather than a per-CPU dynamic one.
+pub const fn is_global_asid(asid: Asid) -> bool {
+    asid >= FIRST_GLOBAL_ASID
+}
+
+/// Whether `asid` is a dynamic (per-CPU slot) ASID.
+pub const fn is_dynamic_asid(asid: Asid) -> bool {
+    (asid as usize) < DYN_ASIDS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reference checklist item 1 and 2: the whole ASID space, one row at a time.
+    #[test]
+    fn pcid_mapping_table() {
+        let table: &[(Asid, Pcid, bool)] = &[
+            (0, 1, false),
+            (1, 2, false),
+            (5, 6, false),
+            (6, 7, true),
+            (7, 8, true),
+            (2046, 2047, true),
+            (4093, 4094, true),
+        ];
+        for &(asid, pcid, global) in table {
+            assert_eq!(pcid_of(asid), pcid, "asid {asid}");
+            assert_eq!(is_global_asid(asid), global, "asid {asid}");
+            assert_eq!(is_dynamic_asid(asid), !global, "asid {asid}");
+        }
+    }
+
+    #[test]
+    fn every_asid_maps_to_a_valid_nonzero_pcid() {
+        for asid in 0..MAX_ASID_AVAILABLE {
+            let pcid = pcid_of(asid);
+            assert_ne!(pcid, 0, "PCID 0 is reserved");
+            assert!(
+                u32::from(pcid) < (1 << PCID_BITS),
+                "PCID {pcid} exceeds 12 bits"
+            );
+        }
+        assert_eq!(MAX_ASID_AVAILABLE, 4094);
+        assert_eq!(FIRST_GLOBAL_ASID, 6);
+        assert_eq!(GLOBAL_ASID_COUNT, 4088);
+    }
+
+    #[test]
+    #[should_panic(expected = "ASID out of range")]
+    fn asid_past_the_space_panics() {
+        pcid_of(MAX_ASID_AVAILABLE);
+    }
+}

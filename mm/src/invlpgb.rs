@@ -1,0 +1,371 @@
+//! INVLPGB/TLBSYNC operands as pure functions (AMD APM vol. 3; reference §2.7, §3.1).
+//!
+//! INVLPGB (`0F 01 FE`) takes three registers:
+//!
+//! | register | bits | meaning |
+//! |---|---|---|
+//! | rAX | 63:12 | page-aligned virtual address |
+//! | rAX | 0 | VA valid: compare the address |
+//! | rAX | 1 | PCID valid: compare the PCID in EDX |
+//! | rAX | 2 | ASID valid: compare the (SVM) ASID in EDX |
+//! | rAX | 3 | include global translations |
+//! | rAX | 4 | final translation only (leaf entries; never used here) |
+//! | rAX | 5 | include nested translations |
+//! | ECX | 15:0 | number of pages **in addition to** the first |
+//! | ECX | 31 | stride: 0 = 4 KiB pages, 1 = 2 MiB pages |
+//! | EDX | 31:16 | PCID |
+//! | EDX | 15:0 | ASID (0 = the host) |
+//!
+//! ASID-valid is **always** set with ASID 0: without it the invalidation would also hit
+//! every guest's entries. FINAL_ONLY is never set, so cached page-walk entries are always
+//! dropped too (freed page tables must not stay reachable). TLBSYNC (`0F 01 FF`) has no
+//! operands and waits only for the INVLPGBs of the CPU that executes it.
+//!
+//! ECX[15:0] may not exceed CPUID `Fn8000_0008_EDX[15:0]`; [`InvlpgbLimits`] stores that
+//! value plus one (pages per instruction) and is **1** before detection (Linux once started
+//! at 0 and looped forever). Ranges are split by [`range_chunks`], which never lets one instruction
+//! cover the non-canonical hole.
+
+use crate::asid::Pcid;
+
+/// rAX bit 0: compare the virtual address.
+pub const FLAG_VA: u64 = 1 << 0;
+/// rAX bit 1: compare the PCID.
+pub const FLAG_PCID: u64 = 1 << 1;
+/// rAX bit 2: compare the ASID.
+pub const FLAG_ASID: u64 = 1 << 2;
+/// rAX bit 3: include global translations.
+pub const FLAG_INCLUDE_GLOBAL: u64 = 1 << 3;
+/// rAX bit 4: only leaf translations (not used by this kernel).
+pub const FLAG_FINAL_ONLY: u64 = 1 << 4;
+/// rAX bit 5: include nested translations (not used by this kernel).
+pub const FLAG_INCLUDE_NESTED: u64 = 1 << 5;
+
+/// One past the last canonical lower-half address (48-bit paging).
+pub const LOWER_HALF_END: u64 = 0x0000_8000_0000_0000;
+/// First canonical higher-half address.
+pub const HIGHER_HALF_START: u64 = 0xffff_8000_0000_0000;
+
+/// The three register values of one INVLPGB.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InvlpgbOperands {
+    /// rAX: address and flags.
+    pub rax: u64,
+    /// ECX: stride and extra-page count.
+    pub ecx: u32,
+    /// EDX: PCID and ASID.
+    pub edx: u32,
+}
+
+/// Builds the operands. `pages` is the total number of pages (>= 1), `stride_2m` selects
+/// 2 MiB strides. ASID-valid is always added, with ASID 0.
+pub fn encode(addr: u64, flags: u64, pages: u32, stride_2m: bool, pcid: Pcid) -> InvlpgbOperands {
+    assert_eq!(
+        addr & 0xfff,
+        0,
+        "INVLPGB address {addr:#x} not page aligned"
+    );
+    assert!(
+        (1..=0x1_0000).contains(&pages),
+        "INVLPGB page count {pages} out of range"
+    );
+    assert!(u32::from(pcid) < 1 << 12, "PCID {pcid} exceeds 12 bits");
+    assert_eq!(flags & !0x3f, 0, "unknown INVLPGB flags {flags:#x}");
+    InvlpgbOperands {
+        rax: addr | flags | FLAG_ASID,
+        ecx: (u32::from(stride_2m) << 31) | (pages - 1),
+        edx: u32::from(pcid) << 16,
+    }
+}
+
+/// `pages` user pages of `pcid` from `addr` (non-global entries only).
+pub fn user_range(pcid: Pcid, addr: u64, pages: u32, stride_2m: bool) -> InvlpgbOperands {
+    encode(addr, FLAG_PCID | FLAG_VA, pages, stride_2m, pcid)
+}
+
+/// Every non-global entry of `pcid`.
+pub fn single_pcid(pcid: Pcid) -> InvlpgbOperands {
+    encode(0, FLAG_PCID, 1, false, pcid)
+}
+
+/// `pages` kernel pages from `addr`, global entries included, every PCID. The VA flag is
+/// set (Linux once forgot it, turning every kernel range flush into a flush of everything).
+pub fn kernel_range(addr: u64, pages: u32) -> InvlpgbOperands {
+    encode(addr, FLAG_VA | FLAG_INCLUDE_GLOBAL, pages, false, 0)
+}
+
+/// Everything, global entries included.
+pub fn all_including_global() -> InvlpgbOperands {
+    encode(0, FLAG_INCLUDE_GLOBAL, 1, false, 0)
+}
+
+/// Every non-global entry of every PCID (rollovers and reclaim batches).
+pub fn all_nonglobals() -> InvlpgbOperands {
+    encode(0, 0, 1, false, 0)
+}
+
+/// The CPU's INVLPGB limit: pages one instruction may cover.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InvlpgbLimits {
+    max_pages: u32,
+}
+
+impl Default for InvlpgbLimits {
+    /// One page per instruction: always legal, even before CPUID was read.
+    fn default() -> Self {
+        Self { max_pages: 1 }
+    }
+}
+
+impl InvlpgbLimits {
+    /// From CPUID `Fn8000_0008_EDX`: bits 15:0 are the maximum *extra* pages.
+    pub fn from_cpuid_edx(edx: u32) -> Self {
+        Self {
+            max_pages: (edx & 0xffff) + 1,
+        }
+    }
+
+    /// Pages one instruction may cover (>= 1).
+    pub fn max_pages(&self) -> u32 {
+        self.max_pages
+    }
+}
+
+/// One INVLPGB's worth of a range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chunk {
+    /// First address.
+    pub addr: u64,
+    /// Pages (>= 1, <= the limit).
+    pub pages: u32,
+    /// Whether the pages are 2 MiB.
+    pub stride_2m: bool,
+}
+
+/// Splits `start..end` (units of `1 << stride_shift` bytes) into INVLPGB chunks.
+///
+/// 4 KiB and 2 MiB strides map to INVLPGB's two strides; any larger stride (1 GiB pages) is
+/// one 4 KiB-stride single-page invalidation at the start of each unit, which drops the whole
+/// 1 GiB entry. No chunk contains a non-canonical address; a range that overlaps the hole
+/// continues at [`HIGHER_HALF_START`].
+pub fn range_chunks(start: u64, end: u64, stride_shift: u8, limits: InvlpgbLimits) -> RangeChunks {
+    let (unit_shift, stride_2m, max) = match stride_shift {
+        12 => (12, false, limits.max_pages),
+        21 => (21, true, limits.max_pages),
+        s if s > 21 => (s, false, 1),
+        s => panic!("unsupported INVLPGB stride shift {s}"),
+    };
+    RangeChunks {
+        addr: start,
+        end,
+        unit_shift,
+        stride_2m,
+        max,
+    }
+}
+
+/// Iterator returned by [`range_chunks`].
+pub struct RangeChunks {
+    addr: u64,
+    end: u64,
+    unit_shift: u8,
+    stride_2m: bool,
+    max: u32,
+}
+
+impl Iterator for RangeChunks {
+    type Item = Chunk;
+    fn next(&mut self) -> Option<Chunk> {
+        if (LOWER_HALF_END..HIGHER_HALF_START).contains(&self.addr) {
+            self.addr = HIGHER_HALF_START;
+        }
+        if self.addr >= self.end {
+            return None;
+        }
+        let limit = if self.addr < LOWER_HALF_END {
+            self.end.min(LOWER_HALF_END)
+        } else {
+            self.end
+        };
+        let units = (limit - self.addr).div_ceil(1 << self.unit_shift);
+        let pages = units.min(u64::from(self.max)) as u32;
+        let chunk = Chunk {
+            addr: self.addr,
+            pages,
+            stride_2m: self.stride_2m,
+        };
+        self.addr = self
+            .addr
+            .saturating_add(u64::from(pages) << self.unit_shift);
+        Some(chunk)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::vec::Vec;
+
+    /// Checklist item 10: golden values for each wrapper, against the APM layout above.
+    #[test]
+    fn golden_encodings() {
+        let cases = [
+            // user range: VA|PCID|ASID, 3 pages => 2 extra, PCID 7 in EDX[31:16]
+            (
+                user_range(7, 0x7fff_0000_0000, 3, false),
+                0x7fff_0000_0007,
+                0x0000_0002,
+                0x0007_0000,
+            ),
+            // user range, 2 MiB stride, one page
+            (
+                user_range(0x0ffe, 0x4000_0000, 1, true),
+                0x4000_0006 | 1,
+                0x8000_0000,
+                0x0ffe_0000,
+            ),
+            // single PCID: PCID|ASID, no VA
+            (single_pcid(42), 0x6, 0, 42 << 16),
+            // kernel range: VA|GLOBAL|ASID (VA set: the upstream slip avoided)
+            (
+                kernel_range(0xffff_8000_0010_0000, 33),
+                0xffff_8000_0010_000d,
+                32,
+                0,
+            ),
+            // everything including globals
+            (all_including_global(), 0xc, 0, 0),
+            // every non-global entry: only ASID-valid
+            (all_nonglobals(), 0x4, 0, 0),
+        ];
+        for (i, (ops, rax, ecx, edx)) in cases.into_iter().enumerate() {
+            assert_eq!(ops, InvlpgbOperands { rax, ecx, edx }, "case {i}");
+            assert_ne!(ops.rax & FLAG_ASID, 0, "case {i}: ASID-valid always set");
+            assert_eq!(ops.rax & FLAG_FINAL_ONLY, 0, "case {i}: never FINAL_ONLY");
+            assert_eq!(ops.edx & 0xffff, 0, "case {i}: host ASID 0");
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "not page aligned")]
+    fn unaligned_address_rejected() {
+        user_range(1, 0x1001, 1, false);
+    }
+
+    #[test]
+    fn limits_from_cpuid() {
+        assert_eq!(
+            InvlpgbLimits::default().max_pages(),
+            1,
+            "safe before detection"
+        );
+        assert_eq!(InvlpgbLimits::from_cpuid_edx(0).max_pages(), 1);
+        assert_eq!(InvlpgbLimits::from_cpuid_edx(0x0007).max_pages(), 8);
+        assert_eq!(
+            InvlpgbLimits::from_cpuid_edx(0xabcd_ffff).max_pages(),
+            0x1_0000
+        );
+    }
+
+    #[test]
+    fn chunking_examples() {
+        let l8 = InvlpgbLimits::from_cpuid_edx(7);
+        let c: Vec<_> = range_chunks(0x1000, 0x1000 + 20 * 4096, 12, l8).collect();
+        assert_eq!(c.iter().map(|c| c.pages).collect::<Vec<_>>(), [8, 8, 4]);
+        assert_eq!(c[1].addr, 0x1000 + 8 * 4096);
+        // 2 MiB stride crossing nothing special
+        let c: Vec<_> = range_chunks(0x20_0000, 0x20_0000 * 4, 21, l8).collect();
+        assert_eq!(
+            c,
+            [Chunk {
+                addr: 0x20_0000,
+                pages: 3,
+                stride_2m: true
+            }]
+        );
+        // 1 GiB pages: one single-page op per unit
+        let c: Vec<_> = range_chunks(0x4000_0000, 0x4000_0000 * 3, 30, l8).collect();
+        assert_eq!(c.len(), 2);
+        assert!(c.iter().all(|c| c.pages == 1 && !c.stride_2m));
+        // Before detection: one page each
+        assert_eq!(
+            range_chunks(0, 5 * 4096, 12, InvlpgbLimits::default()).count(),
+            5
+        );
+        // Across the hole: stops at the lower-half end, resumes in the higher half
+        let c: Vec<_> =
+            range_chunks(LOWER_HALF_END - 2 * 4096, HIGHER_HALF_START + 4096, 12, l8).collect();
+        assert_eq!(
+            c,
+            [
+                Chunk {
+                    addr: LOWER_HALF_END - 2 * 4096,
+                    pages: 2,
+                    stride_2m: false
+                },
+                Chunk {
+                    addr: HIGHER_HALF_START,
+                    pages: 1,
+                    stride_2m: false
+                },
+            ]
+        );
+    }
+
+    /// Checklist item 11: fuzzed splitter. Every chunk within the limit, canonical, and the
+    /// chunks cover exactly the canonical units of the range, in order.
+    #[test]
+    fn fuzzed_chunking_is_exact_and_clamped() {
+        let mut x = 0x1234_5678_9abc_def1u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..3000 {
+            let shift = [12u8, 21, 30][(next() % 3) as usize];
+            let unit = 1u64 << shift;
+            let limits = InvlpgbLimits::from_cpuid_edx((next() % 12) as u32);
+            let base = match next() % 3 {
+                0 => (next() % (1 << 30)) << 12,
+                1 => LOWER_HALF_END - ((next() % 64) << shift),
+                _ => HIGHER_HALF_START + ((next() % (1 << 20)) << 12),
+            };
+            let start = base & !(unit - 1);
+            let units = next() % 80 + 1;
+            let end = start.saturating_add(units * unit);
+            let mut expect = start;
+            for c in range_chunks(start, end, shift, limits) {
+                if (LOWER_HALF_END..HIGHER_HALF_START).contains(&expect) {
+                    expect = HIGHER_HALF_START.max(expect);
+                }
+                assert_eq!(c.addr, expect);
+                assert!(c.pages >= 1 && c.pages <= limits.max_pages());
+                let last = c.addr + (u64::from(c.pages) << shift) - 1;
+                let canonical = |a: u64| !(LOWER_HALF_END..HIGHER_HALF_START).contains(&a);
+                assert!(
+                    canonical(c.addr) && canonical(last),
+                    "chunk {c:?} crosses the hole"
+                );
+                assert!(c.addr < LOWER_HALF_END || c.addr >= HIGHER_HALF_START);
+                assert_eq!(
+                    c.addr < LOWER_HALF_END,
+                    last < LOWER_HALF_END,
+                    "chunk {c:?} spans halves"
+                );
+                assert_eq!(c.stride_2m, shift == 21);
+                if shift > 21 {
+                    assert_eq!(c.pages, 1);
+                }
+                expect = c.addr.saturating_add(u64::from(c.pages) << shift);
+                let _ = encode(c.addr, FLAG_VA | FLAG_PCID, c.pages, c.stride_2m, 1);
+            }
+            if end <= LOWER_HALF_END || end > HIGHER_HALF_START {
+                assert!(expect >= end, "range {start:#x}..{end:#x} not covered");
+            } else {
+                assert!(expect >= LOWER_HALF_END.min(end), "lower part not covered");
+            }
+        }
+    }
+}
