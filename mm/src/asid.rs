@@ -28,7 +28,7 @@
 /// Tag of an address space in this crate's bookkeeping (see the module docs).
 pub type Asid = u16;
 
-/// The 12-bit hardware tag placed in CR3[11:0] and in INVLPGB's EDX[27:16].
+/// The 12-bit hardware tag placed in `CR3[11:0]` and in INVLPGB's `EDX[27:16]`.
 pub type Pcid = u16;
 
 /// Number of per-CPU dynamic ASID slots (Linux: `TLB_NR_DYN_ASIDS`).

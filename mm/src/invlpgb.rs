@@ -21,7 +21,7 @@
 //! dropped too (freed page tables must not stay reachable). TLBSYNC (`0F 01 FF`) has no
 //! operands and waits only for the INVLPGBs of the CPU that executes it.
 //!
-//! ECX[15:0] may not exceed CPUID `Fn8000_0008_EDX[15:0]`; [`InvlpgbLimits`] stores that
+//! `ECX[15:0]` may not exceed CPUID `Fn8000_0008_EDX[15:0]`; [`InvlpgbLimits`] stores that
 //! value plus one (pages per instruction) and is **1** before detection (Linux once started
 //! at 0 and looped forever). Ranges are split by [`range_chunks`], which never lets one instruction
 //! cover the non-canonical hole.

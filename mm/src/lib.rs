@@ -5,9 +5,87 @@
 //! of it. The kernel owns the instructions (INVLPG, CR3 loads, IPIs, INVLPGB); this crate owns
 //! the *protocol* and runs unchanged in the kernel and in host tests.
 //!
-//! //! This first layer holds the building blocks: CPU sets, ASID/PCID numbering, the global
-//! ASID allocator, INVLPGB operand encoding and the counters. The protocol itself (switching,
-//! flushing, promotion, batching) builds on them.
+//! ## The moving parts (one file each)
+//! | file | concept |
+//! |---|---|
+//! | `sync.rs` | where atomics and locks come from (switchable to `loom`) |
+//! | `cpu_set.rs` | [`CpuSet`], [`AtomicCpuSet`]: which CPUs may hold an address space |
+//! | `asid.rs` | ASIDs, PCIDs, PCID = ASID + 1 |
+//! | `asid_alloc.rs` | [`GlobalAsidAllocator`]: used/freed bitmaps, rollover |
+//! | `context.rs` | [`AddressSpaceTlb`]: id, flush generation, CPU set, global ASID |
+//! | `percpu.rs` | [`CpuTlbState`]: loaded context, lazy flag, six ASID slots |
+//! | `hardware.rs` | [`TlbHardware`], [`BroadcastBackend`], [`FlushRequest`] |
+//! | `system.rs` | [`TlbSystem`], [`TlbConfig`] |
+//! | `switch.rs` | `switch_mm`, ASID choice, lazy TLB |
+//! | `flush.rs` | flush requests, target test, flush handler, kernel ranges |
+//! | `global_asid.rs` | promotion, ASID transition, broadcast flushes |
+//! | `batch.rs` | [`FlushBatch`]: deferred reclaim flushes |
+//! | `invlpgb.rs` | INVLPGB operand encoding and range chunking |
+//! | `counters.rs` | [`Counters`] and [`TraceEvent`] |
+//! | `faults.rs` | deliberate bugs that the tests must catch |
+//!
+//! ## The invariants
+//! 1. **Generation.** Every address space has a flush generation `tlb_gen`; every change
+//!    that needs a flush increments it *after* changing the page tables. Every CPU remembers,
+//!    per ASID slot, the generation its TLB is current with, and never holds entries staler
+//!    than that. Whoever is not flushed now (not running it, lazy, switching away) catches up
+//!    by comparing generations when it next runs the address space.
+//! 2. **CPU set.** An address space's CPU set is a superset of the CPUs that may hold its
+//!    translations. A CPU adds itself *before* reading the generation at switch-in, and
+//!    removes itself only when a flush reaches it after it switched away.
+//! 3. **Dekker.** Flusher: *bump generation; full fence; read CPU set and each CPU's loaded
+//!    context*. Switcher: *publish SWITCHING and set its bit; full fence; read generation*.
+//!    At least one side sees the other, so a switching CPU is either interrupted or flushes
+//!    itself. Linux shipped two CVEs in 2025 for breaking exactly this (see `switch.rs`).
+//! 4. **Partial only when exact.** A CPU applies a per-page flush only when that request is
+//!    the one change between its generation and the current one (`new == local + 1 ==
+//!    current`); otherwise it flushes the whole PCID.
+//! 5. **Global ASIDs are always current.** An address space with a global ASID is flushed by
+//!    broadcast on every CPU, whether running it or not, so switching to it never flushes.
+//!    Its PCID is never reused for another address space before a rollover flush.
+//! 6. **Transition.** Anyone who sees a global ASID also sees the transition flag (release /
+//!    acquire), and the flag is cleared only when no CPU runs the address space on a dynamic
+//!    ASID.
+//!
+//! ## What the kernel does
+//! * At boot: allocate one [`CpuTlbState`] per possible CPU, create the [`TlbSystem`] with the
+//!   kernel page-table root, and call [`TlbSystem::init_cpu`] on each CPU as it comes up.
+//! * Per process: [`TlbSystem::new_address_space`] with its page-table root; before freeing it,
+//!   once no CPU has it loaded (even lazily), [`TlbSystem::release_address_space`].
+//! * Context switch (interrupts off): to a user thread, [`TlbSystem::switch_mm`]; to a kernel
+//!   thread or idle, [`TlbSystem::enter_lazy`].
+//! * After changing page tables (interrupts on, no migration):
+//!   [`TlbSystem::flush_tlb_mm_range`], [`TlbSystem::flush_kernel_range`], or for reclaim
+//!   [`TlbSystem::batch_add_pending`] then [`TlbSystem::batch_flush`]. Free page-table pages
+//!   and frames only after these return.
+//! * Flush IPI handler: [`TlbSystem::handle_flush_ipi`]; a software broadcast backend's IPI
+//!   handler: [`TlbSystem::handle_broadcast_ipi`].
+//!
+//! ## Reference checklist (linux-tlb-shootdown.md §8) → tests
+//! | item | test |
+//! |---|---|
+//! | 1 PCID mapping | `asid::tests::pcid_mapping_table`, `every_asid_maps_to_a_valid_nonzero_pcid` |
+//! | 2 ASID budget | `asid_alloc::tests::full_space_count_is_exact_and_in_range` |
+//! | 3 slot cache | `tests::switching::seven_address_spaces_round_robin` |
+//! | 4 generation / `local + 1` | `tests::flushing::reversed_flushes_force_a_full_flush` |
+//! | 5 barriers | `tests::flushing::switching_cpu_is_interrupted`; the race itself: the host model's `GenerationReadBeforeCpuSet` mutation (and loom, issue 10) |
+//! | 6 target test | `tests::flushing::target_test_every_state` |
+//! | 7 lazy CPUs | `tests::switching::lazy_cpu_catches_up_on_return`, `tests::flushing::freed_tables_reach_lazy_cpus` |
+//! | 8 trimming | `tests::flushing::trim_removes_cpus_that_left` |
+//! | 9 ceiling | `tests::flushing::ceiling_turns_34_pages_into_a_full_flush` |
+//! | 10 encoding | `invlpgb::tests::golden_encodings` |
+//! | 11 clamping | `invlpgb::tests::fuzzed_chunking_is_exact_and_clamped`, `limits_from_cpuid` |
+//! | 13 kernel flushes | `tests::flushing::kernel_range_flushes` |
+//! | 14 promotion | `tests::global::promotion_needs_threshold_cpus_and_respects_rate_limit` |
+//! | 15 publication | `tests::global::promotion_publishes_flag_with_asid` |
+//! | 16 no-flush switch to global | `tests::global::stragglers_move_over_without_flush` |
+//! | 17 transition completion | `tests::global::transition_finishes_only_when_all_moved` |
+//! | 18 deferred reuse | `asid_alloc::tests::freed_asid_reused_only_after_rollover`, `tests::global::rollover_flushes_before_reuse` |
+//! | 19 allocator | `asid_alloc::tests::randomized_against_reference_model` |
+//! | 20 batching | `tests::batching::*` |
+//!
+//! Items 12 (TLBSYNC on the issuing CPU) and 21–26 concern the kernel or other
+//! architectures.
 
 #![no_std]
 #![forbid(unsafe_code)]
@@ -18,15 +96,36 @@ extern crate std;
 
 mod asid;
 mod asid_alloc;
+mod batch;
+mod context;
 mod counters;
 mod cpu_set;
+mod faults;
+mod flush;
+mod global_asid;
+mod hardware;
 pub mod invlpgb;
+mod percpu;
+mod switch;
 mod sync;
+mod system;
+
+#[cfg(test)]
+mod tests;
 
 pub use asid::{
     Asid, DYN_ASIDS, FIRST_GLOBAL_ASID, GLOBAL_ASID_COUNT, MAX_ASID_AVAILABLE, PCID_BITS, Pcid,
     is_dynamic_asid, is_global_asid, pcid_of,
 };
 pub use asid_alloc::GlobalAsidAllocator;
+pub use batch::FlushBatch;
+pub use context::{AddressSpaceTlb, CTX_KERNEL, CTX_NONE, CTX_SWITCHING};
 pub use counters::{CounterSnapshot, Counters, TraceEvent, TraceReason};
 pub use cpu_set::{AtomicCpuSet, CpuId, CpuSet, CpuSetIter, MAX_CPUS};
+pub use faults::{Fault, Faults};
+pub use flush::PAGE_SHIFT;
+pub use hardware::{
+    BroadcastBackend, BroadcastOp, FlushRange, FlushRequest, FlushTarget, NoBroadcast, TlbHardware,
+};
+pub use percpu::CpuTlbState;
+pub use system::{TlbConfig, TlbSystem};

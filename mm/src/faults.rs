@@ -1,0 +1,59 @@
+//! Deliberate bugs, switched on at run time, so tests can prove they catch each one.
+//!
+//! A test suite that never fails proves nothing. The host model (`mm/tests/`) turns each of
+//! these on in turn and checks that its oracle reports a stale translation; the unit tests
+//! do the same for the decision functions. The QEMU kernel can turn them on too, so a student
+//! can watch a broken kernel misbehave. With no fault set, each check is one relaxed load of
+//! a word that is always zero.
+
+use crate::sync::{AtomicU32, Ordering};
+
+/// One deliberate bug (see each variant for the upstream bug class it reproduces).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Fault {
+    /// Flushers skip CPUs whose `loaded` is SWITCHING (CVE-2025-37964).
+    SkipSwitchingCpus = 1 << 0,
+    /// Flushers skip lazy CPUs even when page tables are freed (CVE-2025-22045 class).
+    SkipLazyWhenFreeingTables = 1 << 1,
+    /// No IPIs while an ASID transition is open: stragglers on dynamic ASIDs are missed.
+    NoIpiDuringTransition = 1 << 2,
+    /// A freed global ASID goes straight back to the pool, without a rollover flush.
+    ReuseGlobalAsidBeforeRollover = 1 << 3,
+    /// `switch_mm` reads the generation before publishing SWITCHING and its CPU-set bit
+    /// (the missing-barrier bug, CVE-2025-40174, made visible to any scheduler).
+    GenerationReadBeforeCpuSet = 1 << 4,
+    /// The flush handler does a partial flush whenever the request is a range, without the
+    /// `new == local + 1 == current` check.
+    PartialFlushWithoutGenerationCheck = 1 << 5,
+}
+
+/// The set of enabled faults.
+#[derive(Default)]
+pub struct Faults {
+    bits: AtomicU32,
+}
+
+impl Faults {
+    /// No faults.
+    pub fn new() -> Self {
+        Self {
+            bits: AtomicU32::new(0),
+        }
+    }
+
+    /// Enables or disables `fault`.
+    pub fn set(&self, fault: Fault, on: bool) {
+        if on {
+            self.bits.fetch_or(fault as u32, Ordering::Relaxed);
+        } else {
+            self.bits.fetch_and(!(fault as u32), Ordering::Relaxed);
+        }
+    }
+
+    /// Whether `fault` is enabled.
+    #[inline]
+    pub fn has(&self, fault: Fault) -> bool {
+        self.bits.load(Ordering::Relaxed) & fault as u32 != 0
+    }
+}

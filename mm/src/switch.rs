@@ -1,0 +1,157 @@
+//! Switching address spaces and lazy-TLB mode (Linux: `switch_mm_irqs_off`,
+//! `choose_new_asid`, `enter_lazy_tlb`).
+//!
+//! ## Choosing an ASID
+//! A CPU keeps the last [`DYN_ASIDS`] address spaces it ran in slots `{ctx_id, tlb_gen}`.
+//! Switching to an address space already in a slot reuses that ASID and flushes only if the
+//! slot's generation is older than the address space's; otherwise the round-robin cursor
+//! evicts a slot and the load flushes. An address space with a global ASID always uses it,
+//! without a flush: broadcast invalidations keep it current on every CPU at all times.
+//! Without PCID every load flushes and the slot bookkeeping uses ASID 0.
+//!
+//! ## The switching race (why SWITCHING and the full fence exist)
+//! A flusher does: *change PTEs; bump `tlb_gen` (full barrier); read each CPU's `loaded` and
+//! the CPU set*. A switching CPU does: *store `loaded = SWITCHING`; set its bit in the CPU
+//! set; **full fence**; read `tlb_gen`; load CR3*. This is the Dekker pattern: with both
+//! fences, at least one side sees the other's store. Either the flusher sees the bit and
+//! SWITCHING (and sends an IPI, handled once the switch is done) or the switcher reads the
+//! new generation (and flushes while loading CR3). Remove the switcher's fence and both can
+//! read the old values: the CPU loads CR3 without a flush, the flusher skips it, and a stale
+//! translation survives the unmap (CVE-2025-40174). Skip the SWITCHING store and the flusher
+//! sees the *previous* address space and skips the CPU (CVE-2025-37964).
+//!
+//! ## Lazy TLB
+//! A kernel thread (idle, for instance) does not need user mappings, so the CPU keeps CR3 on
+//! the last user address space and only sets `is_lazy`. Flushers skip lazy CPUs; when the CPU
+//! returns to the same address space it clears `is_lazy`, issues a full fence (pairing with
+//! the flusher's, same Dekker argument) and compares its slot's generation with the address
+//! space's: if they differ, it reloads with a flush. If a flush does reach a lazy CPU (page
+//! tables were freed, or an ASID transition is running), the CPU switches to the kernel
+//! address space, so it cannot walk freed page tables speculatively.
+
+use crate::asid::{Asid, DYN_ASIDS, is_dynamic_asid, is_global_asid, pcid_of};
+use crate::context::{AddressSpaceTlb, CTX_KERNEL, CTX_NONE, CTX_SWITCHING};
+use crate::counters::Counters;
+use crate::faults::Fault;
+use crate::hardware::TlbHardware;
+use crate::percpu::CpuTlbState;
+use crate::sync::{Ordering, fence};
+use crate::system::TlbSystem;
+
+impl TlbSystem<'_> {
+    /// Switches the calling CPU to `next` (a user address space or
+    /// [`TlbSystem::kernel_address_space`]). Interrupts must be off.
+    ///
+    /// The kernel calls this on every context switch to a thread of another address space,
+    /// and when a lazy CPU goes back to a user thread (same address space or not).
+    pub fn switch_mm(&self, hw: &impl TlbHardware, next: &AddressSpaceTlb) {
+        let cpu = hw.current_cpu();
+        let st = &self.cpus[cpu];
+        let prev = st.loaded.load(Ordering::Relaxed);
+        let prev_asid = st.loaded_asid.load(Ordering::Relaxed);
+        let was_lazy = st.is_lazy.load(Ordering::Relaxed);
+        if was_lazy {
+            // Ordered before the generation read below by a full fence on both paths.
+            st.is_lazy.store(false, Ordering::Relaxed);
+        }
+
+        let (asid, need_flush, generation);
+        if prev == next.ctx_id {
+            if self.needs_global_asid(hw, next, prev_asid) {
+                // Promoted while we ran it on a dynamic ASID: move over (no flush with PCID).
+                fence(Ordering::SeqCst);
+                generation = next.tlb_gen.load(Ordering::Relaxed);
+                (asid, need_flush) = self.choose_new_asid(hw, st, next, generation);
+            } else if is_global_asid(prev_asid) || !was_lazy {
+                // A global ASID is always current; a thread switch within one address space
+                // on a non-lazy CPU changes nothing the TLB cares about.
+                return;
+            } else {
+                // Back from lazy mode: catch up by generation. The fence pairs with the
+                // flusher's: if it read `is_lazy == true` and skipped us, we see its bump.
+                fence(Ordering::SeqCst);
+                generation = next.tlb_gen.load(Ordering::Relaxed);
+                let slot_gen = st.slots[prev_asid as usize].tlb_gen.load(Ordering::Relaxed);
+                if slot_gen == generation {
+                    return;
+                }
+                (asid, need_flush) = (prev_asid, true);
+            }
+        } else {
+            if self.faults.has(Fault::GenerationReadBeforeCpuSet) {
+                generation = next.tlb_gen.load(Ordering::Relaxed);
+                st.loaded.store(CTX_SWITCHING, Ordering::Relaxed);
+                next.cpus.insert(cpu, Ordering::Relaxed);
+            } else {
+                st.loaded.store(CTX_SWITCHING, Ordering::Relaxed);
+                next.cpus.insert(cpu, Ordering::Relaxed);
+                // The full fence of the switching race (module docs): SWITCHING and our
+                // CPU-set bit must be visible before we read the generation and global ASID.
+                fence(Ordering::SeqCst);
+                generation = next.tlb_gen.load(Ordering::Relaxed);
+            }
+            (asid, need_flush) = self.choose_new_asid(hw, st, next, generation);
+        }
+
+        if need_flush {
+            if is_dynamic_asid(asid) {
+                st.set_slot(asid, next.ctx_id, generation);
+            }
+            Counters::bump(&st.counters().switch_flushes, 1);
+        }
+        hw.load_address_space(next.root, pcid_of(asid), need_flush);
+        // Publish the ASID before the id: a reader that sees the id sees the right ASID.
+        st.loaded_asid.store(asid, Ordering::Release);
+        st.loaded.store(next.ctx_id, Ordering::Release);
+    }
+
+    /// Picks the ASID to run `next` under on this CPU and whether the load must flush.
+    fn choose_new_asid(
+        &self,
+        hw: &impl TlbHardware,
+        st: &CpuTlbState,
+        next: &AddressSpaceTlb,
+        generation: u64,
+    ) -> (Asid, bool) {
+        if hw.broadcast().is_some()
+            && let Some(global) = next.global_asid()
+        {
+            // Without PCID a CR3 load flushes anyway; say so, so the count is honest.
+            return (global, !hw.pcid_enabled());
+        }
+        if !hw.pcid_enabled() {
+            return (0, true);
+        }
+        for (i, slot) in st.slots.iter().enumerate() {
+            if slot.ctx_id.load(Ordering::Relaxed) == next.ctx_id {
+                let stale = slot.tlb_gen.load(Ordering::Relaxed) < generation;
+                return (i as Asid, stale);
+            }
+        }
+        let victim = st.next_asid.load(Ordering::Relaxed);
+        st.next_asid
+            .store((victim + 1) % DYN_ASIDS as u8, Ordering::Relaxed);
+        (Asid::from(victim), true)
+    }
+
+    /// Whether this CPU runs `mm` under `asid` although `mm` has a global ASID now.
+    pub(crate) fn needs_global_asid(
+        &self,
+        hw: &impl TlbHardware,
+        mm: &AddressSpaceTlb,
+        asid: Asid,
+    ) -> bool {
+        hw.broadcast().is_some() && mm.global_asid().is_some_and(|g| g != asid)
+    }
+
+    /// Enters lazy-TLB mode: the calling CPU is about to run a kernel thread and keeps the
+    /// current user address space loaded. Interrupts must be off. To leave lazy mode, call
+    /// [`TlbSystem::switch_mm`] with the next user thread's address space.
+    pub fn enter_lazy(&self, hw: &impl TlbHardware) {
+        let st = &self.cpus[hw.current_cpu()];
+        let loaded = st.loaded.load(Ordering::Relaxed);
+        if loaded != CTX_KERNEL && loaded != CTX_NONE {
+            st.is_lazy.store(true, Ordering::Release);
+        }
+    }
+}

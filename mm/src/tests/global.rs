@@ -1,0 +1,308 @@
+//! Promotion to global ASIDs, the transition protocol, rollover and exhaustion.
+
+use super::fake::{Machine, Op, cpus, ipis, ops_of, system};
+use crate::{
+    AddressSpaceTlb, BroadcastOp, FIRST_GLOBAL_ASID, Fault, FlushRange, TlbConfig, TlbSystem,
+    is_global_asid, pcid_of,
+};
+
+fn page(n: u64) -> FlushRange {
+    FlushRange::Range {
+        start: n << 12,
+        end: (n + 1) << 12,
+        stride_shift: 12,
+    }
+}
+
+fn config() -> TlbConfig {
+    TlbConfig {
+        promotion_interval: 10,
+        trim_interval: 1 << 40,
+        ..TlbConfig::default()
+    }
+}
+
+fn run_on(sys: &TlbSystem<'_>, m: &Machine<'_>, mm: &AddressSpaceTlb, cpus: &[usize]) {
+    for &cpu in cpus {
+        sys.switch_mm(&m.cpu(cpu), mm);
+    }
+}
+
+/// Checklist item 14.
+#[test]
+fn promotion_needs_threshold_cpus_and_respects_rate_limit() {
+    let c = cpus(5);
+    let sys = system(&c, config());
+    let m = Machine::new(&sys, true, true);
+    let a = sys.new_address_space(0xa000);
+    run_on(&sys, &m, &a, &[0, 1, 2]);
+    m.now.set(1);
+    sys.flush_tlb_mm_range(&m.cpu(0), &a, page(0), false);
+    assert_eq!(a.global_asid(), None, "3 CPUs are not enough");
+    // A fourth CPU joins, but the check ran at t=1: the next one is due at t=11.
+    run_on(&sys, &m, &a, &[3]);
+    m.now.set(10);
+    sys.flush_tlb_mm_range(&m.cpu(0), &a, page(0), false);
+    assert_eq!(a.global_asid(), None, "rate limited");
+    // A lazy CPU does not count.
+    sys.enter_lazy(&m.cpu(3));
+    m.now.set(11);
+    sys.flush_tlb_mm_range(&m.cpu(0), &a, page(0), false);
+    assert_eq!(a.global_asid(), None, "lazy CPUs are not running it");
+    run_on(&sys, &m, &a, &[3]);
+    m.now.set(21);
+    sys.flush_tlb_mm_range(&m.cpu(0), &a, page(0), false);
+    assert_eq!(a.global_asid(), Some(FIRST_GLOBAL_ASID));
+    assert_eq!(sys.cpu(0).counters().snapshot().promotions, 1);
+}
+
+#[test]
+fn threshold_is_configurable_but_never_below_two() {
+    let c = cpus(3);
+    let sys = system(&c, config());
+    sys.set_promotion_threshold(1);
+    assert_eq!(sys.promotion_threshold(), 2);
+    let m = Machine::new(&sys, true, true);
+    let single = sys.new_address_space(0xa000);
+    run_on(&sys, &m, &single, &[0]);
+    sys.flush_tlb_mm_range(&m.cpu(0), &single, page(0), false);
+    assert_eq!(single.global_asid(), None, "single-threaded: never");
+    let pair = sys.new_address_space(0xb000);
+    run_on(&sys, &m, &pair, &[1, 2]);
+    sys.flush_tlb_mm_range(&m.cpu(1), &pair, page(0), false);
+    assert!(pair.global_asid().is_some());
+}
+
+#[test]
+fn no_promotion_without_a_broadcast_backend() {
+    let c = cpus(4);
+    let sys = system(&c, config());
+    let m = Machine::new(&sys, true, false);
+    let a = sys.new_address_space(0xa000);
+    run_on(&sys, &m, &a, &[0, 1, 2, 3]);
+    sys.flush_tlb_mm_range(&m.cpu(0), &a, page(0), false);
+    assert_eq!(a.global_asid(), None);
+}
+
+fn promoted(sys: &TlbSystem<'_>, m: &Machine<'_>, root: u64, on: &[usize]) -> AddressSpaceTlb {
+    let a = sys.new_address_space(root);
+    run_on(sys, m, &a, on);
+    let hw = m.cpu(on[0]);
+    let asid = sys
+        .use_global_asid(&hw, hw.broadcast_backend(), &a)
+        .expect("an ASID");
+    assert!(is_global_asid(asid));
+    m.take_log();
+    a
+}
+
+/// Checklist item 15 (sequential part; the race itself is for loom).
+#[test]
+fn promotion_publishes_flag_with_asid() {
+    let c = cpus(2);
+    let sys = system(&c, config());
+    let m = Machine::new(&sys, true, true);
+    let a = promoted(&sys, &m, 0xa000, &[0, 1]);
+    assert!(a.in_asid_transition());
+    // Idempotent: a second call returns the same ASID.
+    let hw = m.cpu(1);
+    assert_eq!(
+        sys.use_global_asid(&hw, hw.broadcast_backend(), &a),
+        a.global_asid()
+    );
+    assert_eq!(sys.total_counters().promotions, 1);
+}
+
+/// Checklist items 16 and 17: stragglers move over without a flush, by IPI, and the
+/// transition ends only once nobody runs a dynamic ASID.
+#[test]
+fn stragglers_move_over_without_flush() {
+    let c = cpus(3);
+    let sys = system(&c, config());
+    let m = Machine::new(&sys, true, true);
+    let a = promoted(&sys, &m, 0xa000, &[0, 1, 2]);
+    let g = a.global_asid().unwrap();
+    sys.flush_tlb_mm_range(&m.cpu(0), &a, page(4), false);
+    let log = m.take_log();
+    let gpcid = pcid_of(g);
+    assert_eq!(
+        ops_of(&log, 0)[0],
+        Op::Broadcast(BroadcastOp::PcidRange {
+            pcid: gpcid,
+            start: 4 << 12,
+            end: 5 << 12,
+            stride_shift: 12
+        })
+    );
+    // Every CPU in the set got the IPI and moved to the global PCID without a flush.
+    assert_eq!(ipis(&log).len(), 1);
+    for cpu in 0..3 {
+        assert!(
+            ops_of(&log, cpu).contains(&Op::Load {
+                root: 0xa000,
+                pcid: gpcid,
+                flush: false
+            }),
+            "cpu {cpu}"
+        );
+        assert_eq!(sys.cpu(cpu).loaded_asid(), g);
+    }
+    assert_eq!(*ops_of(&log, 0).last().unwrap(), Op::Sync);
+    assert!(
+        a.in_asid_transition(),
+        "this flush found stragglers, so it kept the flag"
+    );
+}
+
+#[test]
+fn transition_finishes_only_when_all_moved() {
+    let c = cpus(3);
+    let sys = system(&c, config());
+    let m = Machine::new(&sys, true, true);
+    let a = promoted(&sys, &m, 0xa000, &[0, 1, 2]);
+    // CPU 2 moves at its own switch (same address space, needs the global ASID).
+    sys.switch_mm(&m.cpu(2), &a);
+    assert!(is_global_asid(sys.cpu(2).loaded_asid()));
+    sys.flush_tlb_mm_range(&m.cpu(0), &a, page(4), false);
+    assert!(a.in_asid_transition());
+    m.take_log();
+    sys.flush_tlb_mm_range(&m.cpu(0), &a, page(4), false);
+    let log = m.take_log();
+    assert!(!a.in_asid_transition());
+    assert_eq!(ipis(&log), [], "all on the global ASID: broadcast only");
+    assert_eq!(sys.cpu(0).counters().snapshot().transitions_finished, 1);
+    // From now on a new CPU switches in without a flush, and flushes are pure broadcast.
+    let b = sys.new_address_space(0xb000);
+    run_on(&sys, &m, &b, &[1]);
+    run_on(&sys, &m, &a, &[1]);
+    let g = pcid_of(a.global_asid().unwrap());
+    assert_eq!(
+        *ops_of(&m.take_log(), 1).last().unwrap(),
+        Op::Load {
+            root: 0xa000,
+            pcid: g,
+            flush: false
+        }
+    );
+    sys.flush_tlb_mm_range(&m.cpu(0), &a, FlushRange::All, true);
+    assert_eq!(
+        ops_of(&m.take_log(), 0),
+        [Op::Broadcast(BroadcastOp::Pcid(g)), Op::Sync]
+    );
+}
+
+#[test]
+fn no_ipi_during_transition_mutation_leaves_lazy_stragglers() {
+    let c = cpus(2);
+    let sys = system(&c, config());
+    let m = Machine::new(&sys, true, true);
+    let a = promoted(&sys, &m, 0xa000, &[0, 1]);
+    sys.switch_mm(&m.cpu(0), &a);
+    sys.enter_lazy(&m.cpu(1));
+    sys.faults().set(Fault::NoIpiDuringTransition, true);
+    sys.flush_tlb_mm_range(&m.cpu(0), &a, page(1), false);
+    assert_eq!(ipis(&m.take_log()), [], "the lazy straggler is skipped");
+    sys.faults().set(Fault::NoIpiDuringTransition, false);
+    sys.flush_tlb_mm_range(&m.cpu(0), &a, page(1), false);
+    assert_eq!(ipis(&m.take_log()).len(), 1, "the real code reaches it");
+}
+
+/// Checklist item 18, end to end: exhaustion, release, rollover, reuse.
+#[test]
+fn rollover_flushes_before_reuse() {
+    for mutated in [false, true] {
+        let c = cpus(2);
+        let sys = system(
+            &c,
+            TlbConfig {
+                global_asid_limit: FIRST_GLOBAL_ASID + 1,
+                ..config()
+            },
+        );
+        sys.faults()
+            .set(Fault::ReuseGlobalAsidBeforeRollover, mutated);
+        let m = Machine::new(&sys, true, true);
+        let a = promoted(&sys, &m, 0xa000, &[0, 1]);
+        let b = sys.new_address_space(0xb000);
+        run_on(&sys, &m, &b, &[0, 1]);
+        let hw = m.cpu(0);
+        assert_eq!(
+            sys.use_global_asid(&hw, hw.broadcast_backend(), &b),
+            None,
+            "exhausted"
+        );
+        assert_eq!(sys.cpu(0).counters().snapshot().exhaustion_fallbacks, 1);
+        // b keeps working on IPIs.
+        m.take_log();
+        sys.flush_tlb_mm_range(&hw, &b, page(0), false);
+        assert_eq!(ipis(&m.take_log()).len(), 1);
+        // a dies; b gets its ASID, after a flush of all non-global entries (unless mutated).
+        sys.release_address_space(&a);
+        assert_eq!(sys.global_asids_available(), 1);
+        assert_eq!(
+            sys.use_global_asid(&hw, hw.broadcast_backend(), &b),
+            Some(FIRST_GLOBAL_ASID)
+        );
+        let log = ops_of(&m.take_log(), 0);
+        if mutated {
+            assert_eq!(log, []);
+        } else {
+            assert_eq!(log, [Op::Broadcast(BroadcastOp::AllNonGlobal), Op::Sync]);
+            assert_eq!(sys.total_counters().rollovers, 1);
+        }
+    }
+}
+
+#[test]
+fn software_broadcast_handler_semantics() {
+    for pcid_on in [true, false] {
+        let c = cpus(1);
+        let sys = system(&c, config());
+        let m = Machine::new(&sys, pcid_on, true);
+        let a = sys.new_address_space(0xa000);
+        run_on(&sys, &m, &a, &[0]);
+        let cur = sys.cpu(0).loaded_asid();
+        m.take_log();
+        let hw = m.cpu(0);
+        let mine = pcid_of(cur);
+        sys.handle_broadcast_ipi(
+            &hw,
+            &BroadcastOp::PcidRange {
+                pcid: mine,
+                start: 0,
+                end: 2 << 12,
+                stride_shift: 12,
+            },
+        );
+        sys.handle_broadcast_ipi(
+            &hw,
+            &BroadcastOp::PcidRange {
+                pcid: 99,
+                start: 0,
+                end: 2 << 12,
+                stride_shift: 12,
+            },
+        );
+        sys.handle_broadcast_ipi(&hw, &BroadcastOp::Pcid(mine));
+        sys.handle_broadcast_ipi(&hw, &BroadcastOp::Pcid(99));
+        sys.handle_broadcast_ipi(&hw, &BroadcastOp::AllNonGlobal);
+        sys.handle_broadcast_ipi(
+            &hw,
+            &BroadcastOp::KernelRange {
+                start: 0,
+                end: 4096,
+            },
+        );
+        sys.handle_broadcast_ipi(&hw, &BroadcastOp::AllIncludingGlobal);
+        let mut want = std::vec![Op::Invlpg(0), Op::Invlpg(4096)];
+        if pcid_on {
+            want.push(Op::FlushPcid(99));
+        }
+        want.push(Op::FlushPcid(mine));
+        if pcid_on {
+            want.push(Op::FlushPcid(99));
+        }
+        want.extend([Op::FlushAllNonGlobal, Op::Invlpg(0), Op::FlushEverything]);
+        assert_eq!(ops_of(&m.take_log(), 0), want, "pcid {pcid_on}");
+    }
+}
