@@ -16,7 +16,8 @@ pub enum Fault {
     SkipSwitchingCpus = 1 << 0,
     /// Flushers skip lazy CPUs even when page tables are freed (CVE-2025-22045 class).
     SkipLazyWhenFreeingTables = 1 << 1,
-    /// No IPIs while an ASID transition is open: stragglers on dynamic ASIDs are missed.
+    /// The broadcast path sends no IPIs during an ASID transition: it closes the transition
+    /// at once, so CPUs still running the address space on a dynamic ASID are never flushed.
     NoIpiDuringTransition = 1 << 2,
     /// A freed global ASID goes straight back to the pool, without a rollover flush.
     ReuseGlobalAsidBeforeRollover = 1 << 3,

@@ -142,7 +142,7 @@ impl TlbSystem<'_> {
         let everyone = match request.target {
             FlushTarget::AddressSpace { mm, .. } => {
                 (request.freed_tables && !self.faults.has(Fault::SkipLazyWhenFreeingTables))
-                    || (mm.in_asid_transition() && !self.faults.has(Fault::NoIpiDuringTransition))
+                    || mm.in_asid_transition()
             }
             _ => false,
         };
@@ -200,6 +200,12 @@ impl TlbSystem<'_> {
         if loaded == CTX_KERNEL || loaded == CTX_NONE {
             return;
         }
+        if st.is_lazy.load(Ordering::Relaxed) {
+            // Running a kernel thread on top of a user address space that is changing: leave
+            // it (this also moves a lazy ASID-transition straggler off its dynamic ASID).
+            self.switch_mm(hw, &self.kernel);
+            return;
+        }
         let mut asid = st.loaded_asid.load(Ordering::Relaxed);
         if let FlushTarget::AddressSpace { mm, .. } = request.target
             && self.needs_global_asid(hw, mm, asid)
@@ -210,10 +216,6 @@ impl TlbSystem<'_> {
         }
         if is_global_asid(asid) {
             // Broadcast invalidations keep global ASIDs current.
-            return;
-        }
-        if st.is_lazy.load(Ordering::Relaxed) {
-            self.switch_mm(hw, &self.kernel);
             return;
         }
         let pcid = pcid_of(asid);

@@ -27,9 +27,10 @@
 //!   publication and be about to load a dynamic one), then, if any CPU has the address space
 //!   loaded on a non-global ASID, sends the IPI flush to the set and keeps the flag;
 //!   only when none does is the flag cleared;
-//! - IPI flushes reach lazy CPUs too, which may sit on a stale dynamic ASID;
-//! - a CPU moves over at its next switch or when a flush IPI reaches it, loading the global
-//!   PCID **without** a flush. That is safe because every flush since publication went to the
+//! - IPI flushes reach lazy CPUs too, which may sit on a stale dynamic ASID; a lazy CPU
+//!   reached by a flush leaves for the kernel address space, so it no longer counts;
+//! - a running CPU moves over at its next switch or when a flush IPI reaches it, loading the
+//!   global PCID **without** a flush. That is safe because every flush since publication went to the
 //!   global PCID on every CPU, and the PCID holds nothing of a previous owner (it was never
 //!   used since the last rollover flush).
 
@@ -37,6 +38,7 @@ use crate::asid::{Asid, is_global_asid, pcid_of};
 use crate::context::{AddressSpaceTlb, CTX_NONE, CTX_SWITCHING};
 use crate::counters::{Counters, TraceEvent, TraceReason};
 use crate::cpu_set::CpuSet;
+use crate::faults::Fault;
 use crate::flush::PAGE_SHIFT;
 use crate::hardware::{BroadcastBackend, BroadcastOp, FlushRange, FlushRequest, TlbHardware};
 use crate::sync::{Ordering, spin_loop};
@@ -171,6 +173,10 @@ impl TlbSystem<'_> {
         let Some(global) = mm.global_asid() else {
             return;
         };
+        if self.faults.has(Fault::NoIpiDuringTransition) {
+            mm.asid_transition.store(false, Ordering::Release);
+            return;
+        }
         let cpus = mm.cpus.snapshot(Ordering::Acquire);
         for cpu in cpus.iter() {
             let st = &self.cpus[cpu];

@@ -129,3 +129,8 @@ pub use hardware::{
 };
 pub use percpu::CpuTlbState;
 pub use system::{TlbConfig, TlbSystem};
+
+/// Installs the host model's scheduling hook (feature `model-hooks`, tests only).
+#[cfg(all(feature = "model-hooks", not(loom)))]
+#[doc(hidden)]
+pub use sync::set_schedule_hook;
