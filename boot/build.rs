@@ -18,12 +18,18 @@ fn main() {
 
     let bios = out_dir.join("shootdown-bios.img");
     let uefi = out_dir.join("shootdown-uefi.img");
-    builder
-        .create_bios_image(&bios)
-        .unwrap_or_else(|error| panic!("creating the BIOS image {} failed: {error:#}", bios.display()));
-    builder
-        .create_uefi_image(&uefi)
-        .unwrap_or_else(|error| panic!("creating the UEFI image {} failed: {error:#}", uefi.display()));
+    builder.create_bios_image(&bios).unwrap_or_else(|error| {
+        panic!(
+            "creating the BIOS image {} failed: {error:#}",
+            bios.display()
+        )
+    });
+    builder.create_uefi_image(&uefi).unwrap_or_else(|error| {
+        panic!(
+            "creating the UEFI image {} failed: {error:#}",
+            uefi.display()
+        )
+    });
 
     println!("cargo:rustc-env=BIOS_IMAGE={}", bios.display());
     println!("cargo:rustc-env=UEFI_IMAGE={}", uefi.display());
@@ -40,4 +46,3 @@ fn quiet_boot_config() -> BootConfig {
     config.frame_buffer_logging = false;
     config
 }
-

@@ -18,14 +18,22 @@ fn boot(config: QemuConfig) -> Run {
 }
 
 fn boot_cmdline(cmdline: &str) -> Run {
-    boot(QemuConfig::default().cpus(2).cmdline(cmdline).timeout(Duration::from_secs(120)))
+    boot(
+        QemuConfig::default()
+            .cpus(2)
+            .cmdline(cmdline)
+            .timeout(Duration::from_secs(120)),
+    )
 }
 
 /// The failure reason the kernel reported for `test`.
 fn failure_reason(run: &Run, test: &str) -> String {
     match run.test_report().outcome(test) {
         Some(TestOutcome::Failed(reason)) => reason.clone(),
-        other => panic!("expected {test} to be reported as failed, got {other:?}\n{}", run.describe()),
+        other => panic!(
+            "expected {test} to be reported as failed, got {other:?}\n{}",
+            run.describe()
+        ),
     }
 }
 
@@ -34,7 +42,10 @@ fn failing_check_fails_the_run_and_names_the_test() {
     let run = boot_cmdline("test=harness::fails");
     assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
     let reason = failure_reason(&run, "harness::fails");
-    assert!(reason.contains("selfcheck.rs") && reason.contains("arithmetic is broken on purpose"), "{reason}");
+    assert!(
+        reason.contains("selfcheck.rs") && reason.contains("arithmetic is broken on purpose"),
+        "{reason}"
+    );
     assert!(reason.contains("left 4, right 5"), "{reason}");
     assert_eq!(run.test_report().summary, Some((0, 1)));
 }
@@ -44,7 +55,10 @@ fn panicking_test_is_reported_with_message_and_location() {
     let run = boot_cmdline("test=harness::panics");
     assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
     let reason = failure_reason(&run, "harness::panics");
-    assert!(reason.contains("kernel panic at kernel/src/ktest/selfcheck.rs"), "{reason}");
+    assert!(
+        reason.contains("kernel panic at kernel/src/ktest/selfcheck.rs"),
+        "{reason}"
+    );
     assert!(reason.contains("deliberate panic in a test"), "{reason}");
     assert_eq!(run.test_report().summary, Some((0, 1)));
 }
@@ -55,38 +69,78 @@ fn page_fault_in_a_test_prints_registers_and_fails() {
     assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
     let reason = failure_reason(&run, "harness::page_fault");
     assert!(reason.contains("page fault (#PF)"), "{reason}");
-    assert!(reason.contains("kernel read from 0xdead0000000 (page not present)"), "{reason}");
-    assert!(run.printed("cr2 0x00000dead0000000"), "no register dump:\n{}", run.describe());
-    assert!(run.printed("  rax 0x"), "no register dump:\n{}", run.describe());
+    assert!(
+        reason.contains("kernel read from 0xdead0000000 (page not present)"),
+        "{reason}"
+    );
+    assert!(
+        run.printed("cr2 0x00000dead0000000"),
+        "no register dump:\n{}",
+        run.describe()
+    );
+    assert!(
+        run.printed("  rax 0x"),
+        "no register dump:\n{}",
+        run.describe()
+    );
 }
 
 #[test]
 fn hanging_test_is_caught_by_the_timeout_and_named() {
-    let run = boot(QemuConfig::default().cpus(1).cmdline("test=harness::hangs").timeout(Duration::from_secs(15)));
-    assert_eq!(run.outcome, Outcome::Timeout(Duration::from_secs(15)), "{}", run.describe());
-    assert_eq!(run.test_report().unfinished.as_deref(), Some("harness::hangs"));
+    let run = boot(
+        QemuConfig::default()
+            .cpus(1)
+            .cmdline("test=harness::hangs")
+            .timeout(Duration::from_secs(15)),
+    );
+    assert_eq!(
+        run.outcome,
+        Outcome::Timeout(Duration::from_secs(15)),
+        "{}",
+        run.describe()
+    );
+    assert_eq!(
+        run.test_report().unfinished.as_deref(),
+        Some("harness::hangs")
+    );
 }
 
 #[test]
 fn unknown_option_is_rejected_with_the_known_ones() {
     let run = boot_cmdline("frobnicate=1");
     assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
-    assert!(run.printed("rejected kernel command line: unknown option 'frobnicate=1'"), "{}", run.describe());
-    assert!(run.printed("    run=<demo | tests | list>"), "{}", run.describe());
+    assert!(
+        run.printed("rejected kernel command line: unknown option 'frobnicate=1'"),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        run.printed("    run=<demo | tests | list>"),
+        "{}",
+        run.describe()
+    );
 }
 
 #[test]
 fn malformed_value_is_rejected() {
     let run = boot_cmdline("log=loud");
     assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
-    assert!(run.printed("invalid value 'loud' for option 'log'"), "{}", run.describe());
+    assert!(
+        run.printed("invalid value 'loud' for option 'log'"),
+        "{}",
+        run.describe()
+    );
 }
 
 #[test]
 fn filter_matching_nothing_is_rejected() {
     let run = boot_cmdline("test=no_such_test");
     assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
-    assert!(run.printed("test filter 'no_such_test' matches no test"), "{}", run.describe());
+    assert!(
+        run.printed("test filter 'no_such_test' matches no test"),
+        "{}",
+        run.describe()
+    );
 }
 
 #[test]
@@ -94,7 +148,12 @@ fn filter_selects_only_matching_tests() {
     let run = boot_cmdline("test=cmdline::,heap::box_and_vec");
     assert_eq!(run.outcome, Outcome::Success, "{}", run.describe());
     let report = run.test_report();
-    assert!(report.results.iter().all(|(name, _)| name.starts_with("cmdline::") || name == "heap::box_and_vec"));
+    assert!(
+        report
+            .results
+            .iter()
+            .all(|(name, _)| name.starts_with("cmdline::") || name == "heap::box_and_vec")
+    );
     assert_eq!(report.summary, Some((report.results.len(), 0)));
     assert!(report.results.len() >= 2, "{report:?}");
 }
@@ -102,12 +161,23 @@ fn filter_selects_only_matching_tests() {
 /// Checks the default run (what `cargo run` shows): banner, then power-off.
 fn assert_banner_and_clean_exit(run: &Run) {
     assert_eq!(run.outcome, Outcome::Success, "{}", run.describe());
-    assert!(run.printed("cpu: AuthenticAMD family 0x19 model 0x1"), "{}", run.describe());
+    assert!(
+        run.printed("cpu: AuthenticAMD family 0x19 model 0x1"),
+        "{}",
+        run.describe()
+    );
     for feature in ["PCID", "INVPCID", "INVLPGB", "x2APIC", "TCE", "SMEP"] {
-        assert!(run.printed(&format!("  {feature} ")), "banner lacks {feature}:\n{}", run.describe());
+        assert!(
+            run.printed(&format!("  {feature} ")),
+            "banner lacks {feature}:\n{}",
+            run.describe()
+        );
     }
     assert!(run.printed("MiB usable"), "{}", run.describe());
-    assert!(run.kernel_entry.is_some(), "the kernel never printed its first line");
+    assert!(
+        run.kernel_entry.is_some(),
+        "the kernel never printed its first line"
+    );
 }
 
 #[test]
@@ -133,5 +203,22 @@ fn stack_overflow_reaches_the_double_fault_handler() {
     assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
     let reason = failure_reason(&run, "harness::stack_overflow");
     assert!(reason.contains("double fault (#DF)"), "{reason}");
-    assert!(run.printed("vector 8"), "no register dump:\n{}", run.describe());
+    assert!(
+        run.printed("vector 8"),
+        "no register dump:\n{}",
+        run.describe()
+    );
+}
+
+#[test]
+fn banner_reports_every_cpu_online() {
+    for cpus in [1, 3, 8] {
+        let run = boot(QemuConfig::default().cpus(cpus));
+        assert_eq!(run.outcome, Outcome::Success, "{}", run.describe());
+        assert!(
+            run.printed(&format!("cpus: {cpus}/{cpus} CPUs online")),
+            "{}",
+            run.describe()
+        );
+    }
 }

@@ -1,8 +1,8 @@
 //! The in-kernel test suite, one host test per in-kernel test.
 //!
-//! For each machine configuration this boots the kernel once with `run=list`
-//! to learn the test names, then (on the first test that needs it) once with
-//! `run=tests` to run them all. Each in-kernel test becomes a host test named
+//! This boots the kernel once with `run=list` to learn the test names, then
+//! for each CPU count (on the first test that needs it) once with `run=tests`
+//! to run them all. Each in-kernel test becomes a host test named
 //! `smp<N>::<kernel test>`, so `cargo test` prints every kernel test by name
 //! and a failure says which one and why. One more test per configuration
 //! checks the run as a whole: QEMU's exit status and the closing summary.
@@ -18,8 +18,9 @@ use boot::{
 };
 use libtest_mimic::{Arguments, Failed, Trial};
 
-/// The CPU counts the whole suite runs with.
-const CPU_COUNTS: &[u32] = &[1, 4];
+/// The CPU counts the whole suite runs with: one CPU (where no IPI may be
+/// sent), the default four, and odd and larger counts.
+const CPU_COUNTS: &[u32] = &[1, 2, 3, 4, 8];
 
 const TIMEOUT: Duration = Duration::from_secs(180);
 
@@ -45,10 +46,14 @@ fn check_test(suite: &SuiteRun, name: &str) -> Result<(), Failed> {
     let report = run.test_report();
     match report.outcome(name) {
         Some(TestOutcome::Passed) => Ok(()),
-        Some(TestOutcome::Failed(reason)) => Err(format!("in-kernel test {name} failed: {reason}").into()),
-        None if report.unfinished.as_deref() == Some(name) => {
-            Err(format!("in-kernel test {name} started but never finished\n{}", run.describe()).into())
+        Some(TestOutcome::Failed(reason)) => {
+            Err(format!("in-kernel test {name} failed: {reason}").into())
         }
+        None if report.unfinished.as_deref() == Some(name) => Err(format!(
+            "in-kernel test {name} started but never finished\n{}",
+            run.describe()
+        )
+        .into()),
         None => Err(format!("in-kernel test {name} never ran\n{}", run.describe()).into()),
     }
 }
@@ -70,11 +75,20 @@ fn check_whole_run(suite: &SuiteRun, expected_tests: usize) -> Result<(), Failed
     }
 }
 
-/// The trials of one configuration.
-fn trials_for(cpus: u32) -> Vec<Trial> {
-    let config = QemuConfig::default().cpus(cpus).timeout(TIMEOUT);
-    let listing = boot(&config.clone().cmdline("run=list"));
-    assert_eq!(listing.outcome, Outcome::Success, "run=list failed:\n{}", listing.describe());
+/// The names of the kernel's ordinary (not deliberately failing) tests.
+fn kernel_test_names() -> Vec<String> {
+    let listing = boot(
+        &QemuConfig::default()
+            .cpus(1)
+            .timeout(TIMEOUT)
+            .cmdline("run=list"),
+    );
+    assert_eq!(
+        listing.outcome,
+        Outcome::Success,
+        "run=list failed:\n{}",
+        listing.describe()
+    );
     let names: Vec<String> = listing
         .test_report()
         .listed
@@ -82,23 +96,44 @@ fn trials_for(cpus: u32) -> Vec<Trial> {
         .filter(|test| !test.explicit_only)
         .map(|test| test.name)
         .collect();
-    assert!(!names.is_empty(), "the kernel listed no tests:\n{}", listing.describe());
+    assert!(
+        !names.is_empty(),
+        "the kernel listed no tests:\n{}",
+        listing.describe()
+    );
+    names
+}
 
-    let suite = Arc::new(SuiteRun { config: config.cmdline("run=tests"), run: OnceLock::new() });
+/// The trials of one CPU count.
+fn trials_for(cpus: u32, names: &[String]) -> Vec<Trial> {
+    let config = QemuConfig::default().cpus(cpus).timeout(TIMEOUT);
+    let suite = Arc::new(SuiteRun {
+        config: config.cmdline("run=tests"),
+        run: OnceLock::new(),
+    });
     let mut trials: Vec<Trial> = names
         .iter()
         .map(|name| {
             let (suite, name) = (Arc::clone(&suite), name.clone());
-            Trial::test(format!("smp{cpus}::{name}"), move || check_test(&suite, &name))
+            Trial::test(format!("smp{cpus}::{name}"), move || {
+                check_test(&suite, &name)
+            })
         })
         .collect();
     let expected = names.len();
-    trials.push(Trial::test(format!("smp{cpus}::whole_run_succeeds"), move || check_whole_run(&suite, expected)));
+    trials.push(Trial::test(
+        format!("smp{cpus}::whole_run_succeeds"),
+        move || check_whole_run(&suite, expected),
+    ));
     trials
 }
 
 fn main() {
     let arguments = Arguments::from_args();
-    let trials = CPU_COUNTS.iter().flat_map(|&cpus| trials_for(cpus)).collect();
+    let names = kernel_test_names();
+    let trials = CPU_COUNTS
+        .iter()
+        .flat_map(|&cpus| trials_for(cpus, &names))
+        .collect();
     libtest_mimic::run(&arguments, trials).exit();
 }

@@ -40,7 +40,9 @@ struct Args {
 
 /// Accepts a number with an optional K, M or G suffix, as QEMU's `-m` does.
 fn parse_memory(text: &str) -> Result<String, String> {
-    let digits = text.strip_suffix(['K', 'M', 'G', 'k', 'm', 'g']).unwrap_or(text);
+    let digits = text
+        .strip_suffix(['K', 'M', 'G', 'k', 'm', 'g'])
+        .unwrap_or(text);
     match digits.parse::<u64>() {
         Ok(amount) if amount > 0 => Ok(text.to_string()),
         _ => Err(format!("'{text}' is not a memory size like 512M or 2G")),
@@ -54,7 +56,11 @@ pub fn main() -> ExitCode {
         cpu_model: args.cpu,
         memory: args.memory,
         accelerator: args.accel,
-        firmware: if args.uefi { Firmware::Uefi } else { Firmware::Bios },
+        firmware: if args.uefi {
+            Firmware::Uefi
+        } else {
+            Firmware::Bios
+        },
         gdb: args.gdb,
         timeout: Duration::from_secs(args.timeout),
         cmdline: args.kernel_options.join(" "),
@@ -70,7 +76,9 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let entry = run.kernel_entry.map_or("never".to_string(), |time| format!("{:.2} s", time.as_secs_f64()));
+    let entry = run.kernel_entry.map_or("never".to_string(), |time| {
+        format!("{:.2} s", time.as_secs_f64())
+    });
     eprintln!(
         "runner: {} CPUs, {}; kernel entered after {entry}, run took {:.2} s: {}",
         config.cpus,

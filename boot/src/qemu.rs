@@ -123,17 +123,26 @@ impl QemuConfig {
             Firmware::Uefi => crate::UEFI_IMAGE,
         };
         let mut args: Vec<String> = [
-            "-machine", "q35",
-            "-cpu", self.effective_cpu_model(),
-            "-smp", &self.cpus.to_string(),
-            "-m", &self.memory,
+            "-machine",
+            "q35",
+            "-cpu",
+            self.effective_cpu_model(),
+            "-smp",
+            &self.cpus.to_string(),
+            "-m",
+            &self.memory,
             // snapshot=on: writes go to a temporary overlay, so parallel runs can
             // share the image (QEMU locks images opened for writing).
-            "-drive", &format!("format=raw,file={image},snapshot=on"),
-            "-serial", "stdio",
-            "-display", "none",
-            "-monitor", "none",
-            "-device", "isa-debug-exit,iobase=0xf4,iosize=0x04",
+            "-drive",
+            &format!("format=raw,file={image},snapshot=on"),
+            "-serial",
+            "stdio",
+            "-display",
+            "none",
+            "-monitor",
+            "none",
+            "-device",
+            "isa-debug-exit,iobase=0xf4,iosize=0x04",
             "-no-reboot",
         ]
         .iter()
@@ -143,7 +152,10 @@ impl QemuConfig {
         if !self.cmdline.is_empty() {
             args.push("-fw_cfg".into());
             // Commas separate QEMU's sub-options; a literal one is doubled.
-            args.push(format!("name=opt/shootdown/cmdline,string={}", self.cmdline.replace(',', ",,")));
+            args.push(format!(
+                "name=opt/shootdown/cmdline,string={}",
+                self.cmdline.replace(',', ",,")
+            ));
         }
         args.push("-accel".into());
         args.push(match self.accelerator {
@@ -223,13 +235,25 @@ impl std::fmt::Display for Outcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Success => write!(f, "success (QEMU exit status {EXIT_SUCCESS})"),
-            Self::Failure => write!(f, "the kernel reported failure (QEMU exit status {EXIT_FAILURE})"),
+            Self::Failure => write!(
+                f,
+                "the kernel reported failure (QEMU exit status {EXIT_FAILURE})"
+            ),
             Self::UnexpectedExit(Some(0)) => {
-                write!(f, "QEMU exited with status 0 without a kernel report (a triple fault or reset?)")
+                write!(
+                    f,
+                    "QEMU exited with status 0 without a kernel report (a triple fault or reset?)"
+                )
             }
-            Self::UnexpectedExit(Some(code)) => write!(f, "QEMU exited with status {code} without a kernel report"),
+            Self::UnexpectedExit(Some(code)) => {
+                write!(f, "QEMU exited with status {code} without a kernel report")
+            }
             Self::UnexpectedExit(None) => write!(f, "QEMU was killed by a signal"),
-            Self::Timeout(limit) => write!(f, "timed out after {} s; QEMU was killed", limit.as_secs_f64()),
+            Self::Timeout(limit) => write!(
+                f,
+                "timed out after {} s; QEMU was killed",
+                limit.as_secs_f64()
+            ),
         }
     }
 }
@@ -263,7 +287,11 @@ impl Run {
     /// messages.
     pub fn describe(&self) -> String {
         let skip = self.serial.len().saturating_sub(TAIL_LINES);
-        let mut text = format!("run ended: {}\nlast {} serial lines:\n", self.outcome, self.serial.len() - skip);
+        let mut text = format!(
+            "run ended: {}\nlast {} serial lines:\n",
+            self.outcome,
+            self.serial.len() - skip
+        );
         for line in &self.serial[skip..] {
             text.push_str("  | ");
             text.push_str(line);
@@ -292,10 +320,13 @@ pub fn run(config: &QemuConfig) -> Result<Run, RunError> {
     let kernel_entry = Arc::new(Mutex::new(None));
     let stdout = child.stdout.take().expect("stdout is piped");
     let stdout_reader = {
-        let (serial, kernel_entry, echo) = (Arc::clone(&serial), Arc::clone(&kernel_entry), config.echo);
+        let (serial, kernel_entry, echo) =
+            (Arc::clone(&serial), Arc::clone(&kernel_entry), config.echo);
         thread::spawn(move || {
             for line in BufReader::new(stdout).split(b'\n').map_while(Result::ok) {
-                let line = String::from_utf8_lossy(&line).trim_end_matches('\r').to_string();
+                let line = String::from_utf8_lossy(&line)
+                    .trim_end_matches('\r')
+                    .to_string();
                 if line.contains(KERNEL_ENTRY_LINE) {
                     kernel_entry.lock().unwrap().get_or_insert(start.elapsed());
                 }
@@ -313,7 +344,11 @@ pub fn run(config: &QemuConfig) -> Result<Run, RunError> {
         text
     });
 
-    let waited = if config.gdb { child.wait().map(Some) } else { child.wait_timeout(config.timeout) };
+    let waited = if config.gdb {
+        child.wait().map(Some)
+    } else {
+        child.wait_timeout(config.timeout)
+    };
     let outcome = match waited {
         Ok(Some(status)) => Outcome::from_status(status.code()),
         Ok(None) | Err(_) => {
@@ -327,5 +362,11 @@ pub fn run(config: &QemuConfig) -> Result<Run, RunError> {
     let qemu_stderr = stderr_reader.join().unwrap_or_default();
     let serial = std::mem::take(&mut *serial.lock().unwrap());
     let kernel_entry = *kernel_entry.lock().unwrap();
-    Ok(Run { outcome, serial, qemu_stderr, kernel_entry, elapsed })
+    Ok(Run {
+        outcome,
+        serial,
+        qemu_stderr,
+        kernel_entry,
+        elapsed,
+    })
 }

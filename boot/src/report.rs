@@ -37,17 +37,24 @@ impl TestReport {
     pub fn parse(lines: &[String]) -> Self {
         let mut report = Self::default();
         for line in lines {
-            let Some(rest) = line.trim_end().strip_prefix("ktest: ") else { continue };
+            let Some(rest) = line.trim_end().strip_prefix("ktest: ") else {
+                continue;
+            };
             if let Some(name) = rest.strip_prefix("run ") {
                 report.unfinished = Some(name.to_string());
             } else if let Some(name) = rest.strip_prefix("ok ") {
                 report.finish(name, TestOutcome::Passed);
             } else if let Some(failure) = rest.strip_prefix("FAIL ") {
-                let (name, reason) = failure.split_once(": ").unwrap_or((failure, "(no reason given)"));
+                let (name, reason) = failure
+                    .split_once(": ")
+                    .unwrap_or((failure, "(no reason given)"));
                 report.finish(name, TestOutcome::Failed(reason.to_string()));
             } else if let Some(listed) = rest.strip_prefix("test ") {
                 let (name, note) = listed.split_once(' ').unwrap_or((listed, ""));
-                report.listed.push(ListedTest { name: name.to_string(), explicit_only: !note.is_empty() });
+                report.listed.push(ListedTest {
+                    name: name.to_string(),
+                    explicit_only: !note.is_empty(),
+                });
             } else if let Some(summary) = parse_summary(rest) {
                 report.summary = Some(summary);
             }
@@ -64,14 +71,20 @@ impl TestReport {
 
     /// The outcome of test `name`, if it reported one.
     pub fn outcome(&self, name: &str) -> Option<&TestOutcome> {
-        self.results.iter().find(|(test, _)| test == name).map(|(_, outcome)| outcome)
+        self.results
+            .iter()
+            .find(|(test, _)| test == name)
+            .map(|(_, outcome)| outcome)
     }
 }
 
 /// Parses `P passed, F failed`.
 fn parse_summary(text: &str) -> Option<(usize, usize)> {
     let (passed, failed) = text.split_once(" passed, ")?;
-    Some((passed.parse().ok()?, failed.strip_suffix(" failed")?.parse().ok()?))
+    Some((
+        passed.parse().ok()?,
+        failed.strip_suffix(" failed")?.parse().ok()?,
+    ))
 }
 
 #[cfg(test)]
@@ -89,7 +102,12 @@ mod tests {
              ktest: run c\nktest: FAIL c: file.rs:3: 1 == 2: left 1, right 2\nktest: 1 passed, 1 failed\n",
         ));
         assert_eq!(report.outcome("a::b"), Some(&TestOutcome::Passed));
-        assert_eq!(report.outcome("c"), Some(&TestOutcome::Failed("file.rs:3: 1 == 2: left 1, right 2".into())));
+        assert_eq!(
+            report.outcome("c"),
+            Some(&TestOutcome::Failed(
+                "file.rs:3: 1 == 2: left 1, right 2".into()
+            ))
+        );
         assert_eq!(report.summary, Some((1, 1)));
         assert_eq!(report.unfinished, None);
     }
@@ -103,12 +121,20 @@ mod tests {
 
     #[test]
     fn parses_the_list() {
-        let report = TestReport::parse(&lines("ktest: test x::y\nktest: test z (runs only when named exactly)\n"));
+        let report = TestReport::parse(&lines(
+            "ktest: test x::y\nktest: test z (runs only when named exactly)\n",
+        ));
         assert_eq!(
             report.listed,
             vec![
-                ListedTest { name: "x::y".into(), explicit_only: false },
-                ListedTest { name: "z".into(), explicit_only: true }
+                ListedTest {
+                    name: "x::y".into(),
+                    explicit_only: false
+                },
+                ListedTest {
+                    name: "z".into(),
+                    explicit_only: true
+                }
             ]
         );
     }

@@ -1,7 +1,10 @@
 //! The boot banner: what kernel this is, what CPU it found, which TLB
 //! features that CPU offers, and what memory it has.
 
-use crate::{cpu_features::CpuFeatures, memory::MemorySummary, println};
+use crate::{
+    arch::apic::ApicMode, cpu_features::CpuFeatures, memory::MemorySummary, println,
+    smp::SmpSummary,
+};
 
 const MIB: u64 = 1 << 20;
 
@@ -9,9 +12,12 @@ fn yes_no(present: bool) -> &'static str {
     if present { "yes" } else { "no" }
 }
 
-pub fn print(cpu: &CpuFeatures, memory: &MemorySummary) {
+pub fn print(cpu: &CpuFeatures, memory: &MemorySummary, smp: &SmpSummary) {
     println!("==============================================================");
-    println!("shootdown {} - a teaching kernel for TLB shootdown", env!("CARGO_PKG_VERSION"));
+    println!(
+        "shootdown {} - a teaching kernel for TLB shootdown",
+        env!("CARGO_PKG_VERSION")
+    );
     println!("==============================================================");
     println!(
         "cpu: {} family {:#x} model {:#x} stepping {} ({})",
@@ -22,18 +28,36 @@ pub fn print(cpu: &CpuFeatures, memory: &MemorySummary) {
         cpu.brand_str()
     );
     let invlpgb = match cpu.invlpgb {
-        Some(max) if cpu.invlpgb_usable() => alloc::format!("yes, up to {} pages per instruction", u32::from(max) + 1),
+        Some(max) if cpu.invlpgb_usable() => {
+            alloc::format!("yes, up to {} pages per instruction", u32::from(max) + 1)
+        }
         Some(_) => alloc::string::String::from("reported, but unusable before Zen 3"),
         None => alloc::string::String::from("no"),
     };
     println!("tlb features:");
-    println!("  PCID     {:<4} tagged TLB entries, CR3 loads need not flush", yes_no(cpu.pcid));
-    println!("  INVPCID  {:<4} invalidate by PCID without a CR3 load", yes_no(cpu.invpcid));
-    println!("  PGE      {:<4} global pages survive CR3 loads", yes_no(cpu.global_pages));
+    println!(
+        "  PCID     {:<4} tagged TLB entries, CR3 loads need not flush",
+        yes_no(cpu.pcid)
+    );
+    println!(
+        "  INVPCID  {:<4} invalidate by PCID without a CR3 load",
+        yes_no(cpu.invpcid)
+    );
+    println!(
+        "  PGE      {:<4} global pages survive CR3 loads",
+        yes_no(cpu.global_pages)
+    );
     println!("  INVLPGB  {invlpgb}");
     println!("  x2APIC   {:<4} IPIs through MSRs", yes_no(cpu.x2apic));
-    println!("  TCE      {:<4} translation cache extension", yes_no(cpu.tce));
-    println!("  SMEP     {:<4} SMAP {}", yes_no(cpu.smep), yes_no(cpu.smap));
+    println!(
+        "  TCE      {:<4} translation cache extension",
+        yes_no(cpu.tce)
+    );
+    println!(
+        "  SMEP     {:<4} SMAP {}",
+        yes_no(cpu.smep),
+        yes_no(cpu.smap)
+    );
     println!(
         "memory: {} MiB usable in {} of {} regions, RAM ends at {:#x}, bootloader uses {} KiB",
         memory.usable_bytes / MIB,
@@ -47,5 +71,21 @@ pub fn print(cpu: &CpuFeatures, memory: &MemorySummary) {
         memory.heap_bytes as u64 / MIB,
         memory.free_frames_after_init,
         memory.free_frames_after_init as u64 * 4096 / MIB
+    );
+    let apic = match smp.apic_mode {
+        ApicMode::XApic { .. } => "xAPIC (MMIO, uncached)",
+        ApicMode::X2Apic => "x2APIC (MSRs)",
+    };
+    println!(
+        "cpus: {}/{} CPUs online (bring-up {:.1} ms), local APIC {apic}",
+        smp.online,
+        smp.listed,
+        smp.bring_up.as_secs_f64() * 1000.0
+    );
+    println!(
+        "clock: TSC {} MHz, APIC timer {} MHz, tick {} Hz",
+        smp.tsc_hz / 1_000_000,
+        smp.apic_timer_hz / 1_000_000,
+        crate::smp::timer::TICK_HZ
     );
 }

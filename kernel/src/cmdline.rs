@@ -41,7 +41,11 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Self { workload: Workload::Demo, test_filters: Vec::new(), log_level: LevelFilter::Info }
+        Self {
+            workload: Workload::Demo,
+            test_filters: Vec::new(),
+            log_level: LevelFilter::Info,
+        }
     }
 }
 
@@ -64,9 +68,21 @@ struct OptionSpec {
 }
 
 const OPTIONS: &[OptionSpec] = &[
-    OptionSpec { name: "run", values: "demo | tests | list", apply: apply_run },
-    OptionSpec { name: "test", values: "comma-separated name filters (implies run=tests)", apply: apply_test },
-    OptionSpec { name: "log", values: "off | error | warn | info | debug | trace", apply: apply_log },
+    OptionSpec {
+        name: "run",
+        values: "demo | tests | list",
+        apply: apply_run,
+    },
+    OptionSpec {
+        name: "test",
+        values: "comma-separated name filters (implies run=tests)",
+        apply: apply_test,
+    },
+    OptionSpec {
+        name: "log",
+        values: "off | error | warn | info | debug | trace",
+        apply: apply_log,
+    },
 ];
 
 fn apply_run(options: &mut Options, value: &str) -> Result<(), ()> {
@@ -99,10 +115,17 @@ impl fmt::Display for CmdlineError {
         match self {
             Self::UnknownOption(word) => write!(f, "unknown option '{word}'")?,
             Self::MissingValue(name) => write!(f, "option '{name}' needs a value ({name}=...)")?,
-            Self::BadValue { option, value } => write!(f, "invalid value '{value}' for option '{option}'")?,
+            Self::BadValue { option, value } => {
+                write!(f, "invalid value '{value}' for option '{option}'")?
+            }
             Self::Repeated(name) => write!(f, "option '{name}' given more than once")?,
             Self::NotUtf8 => return write!(f, "the command line is not valid UTF-8"),
-            Self::TooLong { size } => return write!(f, "the command line is {size} bytes; the limit is {MAX_LENGTH}"),
+            Self::TooLong { size } => {
+                return write!(
+                    f,
+                    "the command line is {size} bytes; the limit is {MAX_LENGTH}"
+                );
+            }
         }
         write!(f, "; known options:")?;
         for option in OPTIONS {
@@ -129,9 +152,13 @@ pub fn parse(text: &str) -> Result<Options, CmdlineError> {
             return Err(CmdlineError::Repeated(spec.name));
         }
         seen.push(spec.name);
-        let value = value.filter(|value| !value.is_empty()).ok_or(CmdlineError::MissingValue(spec.name))?;
-        (spec.apply)(&mut options, value)
-            .map_err(|()| CmdlineError::BadValue { option: spec.name, value: String::from(value) })?;
+        let value = value
+            .filter(|value| !value.is_empty())
+            .ok_or(CmdlineError::MissingValue(spec.name))?;
+        (spec.apply)(&mut options, value).map_err(|()| CmdlineError::BadValue {
+            option: spec.name,
+            value: String::from(value),
+        })?;
     }
     Ok(options)
 }
@@ -163,7 +190,10 @@ pub mod tests {
         Test::new("cmdline::empty_means_defaults", empty_means_defaults),
         Test::new("cmdline::parses_every_option", parses_every_option),
         Test::new("cmdline::rejects_bad_input", rejects_bad_input),
-        Test::new("cmdline::error_lists_known_options", error_lists_known_options),
+        Test::new(
+            "cmdline::error_lists_known_options",
+            error_lists_known_options,
+        ),
     ];
 
     fn empty_means_defaults() -> TestResult {
@@ -182,27 +212,50 @@ pub mod tests {
                 log_level: log::LevelFilter::Debug,
             })
         );
-        check_eq!(parse("run=list").map(|options| options.workload), Ok(Workload::ListTests));
+        check_eq!(
+            parse("run=list").map(|options| options.workload),
+            Ok(Workload::ListTests)
+        );
         Ok(())
     }
 
     fn rejects_bad_input() -> TestResult {
-        check_eq!(parse("bogus=1"), Err(CmdlineError::UnknownOption(String::from("bogus=1"))));
+        check_eq!(
+            parse("bogus=1"),
+            Err(CmdlineError::UnknownOption(String::from("bogus=1")))
+        );
         check_eq!(parse("run"), Err(CmdlineError::MissingValue("run")));
         check_eq!(parse("run="), Err(CmdlineError::MissingValue("run")));
         check_eq!(
             parse("run=fast"),
-            Err(CmdlineError::BadValue { option: "run", value: String::from("fast") })
+            Err(CmdlineError::BadValue {
+                option: "run",
+                value: String::from("fast")
+            })
         );
-        check_eq!(parse("test=a,,b"), Err(CmdlineError::BadValue { option: "test", value: String::from("a,,b") }));
-        check_eq!(parse("log=info log=debug"), Err(CmdlineError::Repeated("log")));
+        check_eq!(
+            parse("test=a,,b"),
+            Err(CmdlineError::BadValue {
+                option: "test",
+                value: String::from("a,,b")
+            })
+        );
+        check_eq!(
+            parse("log=info log=debug"),
+            Err(CmdlineError::Repeated("log"))
+        );
         Ok(())
     }
 
     fn error_lists_known_options() -> TestResult {
         let message = alloc::format!("{}", CmdlineError::UnknownOption(String::from("tlb=magic")));
-        check!(message.contains("unknown option 'tlb=magic'"), "message was: {message}");
-        check!(message.contains("run=<") && message.contains("test=<") && message.contains("log=<"));
+        check!(
+            message.contains("unknown option 'tlb=magic'"),
+            "message was: {message}"
+        );
+        check!(
+            message.contains("run=<") && message.contains("test=<") && message.contains("log=<")
+        );
         Ok(())
     }
 }

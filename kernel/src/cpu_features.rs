@@ -49,20 +49,31 @@ impl CpuFeatures {
 
         let leaf1 = cpuid(1, 0);
         let (family, model, stepping) = decode_signature(leaf1.eax);
-        let leaf7 = if leaf0.eax >= 7 { cpuid(7, 0) } else { Default::default() };
+        let leaf7 = if leaf0.eax >= 7 {
+            cpuid(7, 0)
+        } else {
+            Default::default()
+        };
 
         let max_extended = cpuid(0x8000_0000, 0).eax;
-        let extended = |leaf: u32| if max_extended >= leaf { cpuid(leaf, 0) } else { Default::default() };
+        let extended = |leaf: u32| {
+            if max_extended >= leaf {
+                cpuid(leaf, 0)
+            } else {
+                Default::default()
+            }
+        };
         let ext1 = extended(0x8000_0001);
         let ext8 = extended(0x8000_0008);
 
         let mut brand = [0; 48];
         if max_extended >= 0x8000_0004 {
-            for (chunk, leaf) in brand.chunks_exact_mut(16).zip(0x8000_0002..) {
+            let words = (0x8000_0002..=0x8000_0004).flat_map(|leaf| {
                 let regs = cpuid(leaf, 0);
-                for (bytes, reg) in chunk.chunks_exact_mut(4).zip([regs.eax, regs.ebx, regs.ecx, regs.edx]) {
-                    bytes.copy_from_slice(&reg.to_le_bytes());
-                }
+                [regs.eax, regs.ebx, regs.ecx, regs.edx]
+            });
+            for (bytes, word) in brand.as_chunks_mut::<4>().0.iter_mut().zip(words) {
+                *bytes = word.to_le_bytes();
             }
         }
 
@@ -89,13 +100,21 @@ impl CpuFeatures {
     }
 
     pub fn brand_str(&self) -> &str {
-        let end = self.brand.iter().position(|&b| b == 0).unwrap_or(self.brand.len());
-        core::str::from_utf8(&self.brand[..end]).map(str::trim).unwrap_or("?")
+        let end = self
+            .brand
+            .iter()
+            .position(|&b| b == 0)
+            .unwrap_or(self.brand.len());
+        core::str::from_utf8(&self.brand[..end])
+            .map(str::trim)
+            .unwrap_or("?")
     }
 
     /// Whether INVLPGB may be used: reported by CPUID *and* on Zen 3 or later.
     pub fn invlpgb_usable(&self) -> bool {
-        self.invlpgb.is_some() && self.vendor_str() == "AuthenticAMD" && self.family >= FIRST_ZEN3_FAMILY
+        self.invlpgb.is_some()
+            && self.vendor_str() == "AuthenticAMD"
+            && self.family >= FIRST_ZEN3_FAMILY
     }
 }
 
@@ -107,7 +126,11 @@ fn decode_signature(eax: u32) -> (u32, u32, u32) {
     let base_family = (eax >> 8) & 0xF;
     let extended_model = (eax >> 16) & 0xF;
     let extended_family = (eax >> 20) & 0xFF;
-    let family = if base_family == 0xF { base_family + extended_family } else { base_family };
+    let family = if base_family == 0xF {
+        base_family + extended_family
+    } else {
+        base_family
+    };
     let model = if base_family == 0x6 || base_family == 0xF {
         (extended_model << 4) | base_model
     } else {
@@ -143,7 +166,10 @@ pub mod tests {
         cpu.vendor = *b"AuthenticAMD";
         cpu.invlpgb = Some(7);
         cpu.family = 0x17;
-        check!(!cpu.invlpgb_usable(), "INVLPGB must be ignored on Zen 2 (family 17h)");
+        check!(
+            !cpu.invlpgb_usable(),
+            "INVLPGB must be ignored on Zen 2 (family 17h)"
+        );
         cpu.family = 0x19;
         check!(cpu.invlpgb_usable());
         cpu.invlpgb = None;

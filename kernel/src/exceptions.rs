@@ -63,7 +63,10 @@ pub fn handle(frame: &TrapFrame) -> ! {
         )
     }
     crate::fatal::stop(
-        format_args!("{name} at rip {:#x}, error code {:#x}", frame.rip, frame.error_code),
+        format_args!(
+            "{name} at rip {:#x}, error code {:#x}",
+            frame.rip, frame.error_code
+        ),
         Some(frame),
     )
 }
@@ -84,7 +87,11 @@ fn access_kind(error_code: u64) -> &'static str {
 /// Which privilege level made the faulting access.
 fn privilege(error_code: u64) -> &'static str {
     const USER: u64 = 1 << 2;
-    if error_code & USER != 0 { "user" } else { "kernel" }
+    if error_code & USER != 0 {
+        "user"
+    } else {
+        "kernel"
+    }
 }
 
 /// Why the access faulted, from the page-fault error code.

@@ -29,7 +29,10 @@ pub fn stop(what: fmt::Arguments<'_>, frame: Option<&TrapFrame>) -> ! {
         write_emergency(format_args!("\nFATAL (while already stopping): {what}\n"));
         exit_qemu(QemuExitCode::Failure);
     }
-    write_emergency(format_args!("\nFATAL: {what}\n"));
+    match crate::arch::percpu::current_if_installed() {
+        Some(cpu) => write_emergency(format_args!("\nFATAL on CPU {}: {what}\n", cpu.index)),
+        None => write_emergency(format_args!("\nFATAL: {what}\n")),
+    }
     if let Some(frame) = frame {
         crate::exceptions::print_registers(frame);
     }
@@ -40,7 +43,10 @@ pub fn stop(what: fmt::Arguments<'_>, frame: Option<&TrapFrame>) -> ! {
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
     match info.location() {
-        Some(location) => stop(format_args!("kernel panic at {location}: {}", info.message()), None),
+        Some(location) => stop(
+            format_args!("kernel panic at {location}: {}", info.message()),
+            None,
+        ),
         None => stop(format_args!("kernel panic: {}", info.message()), None),
     }
 }

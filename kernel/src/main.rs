@@ -8,6 +8,8 @@
 //! Layout:
 //! - [`arch`]: every privileged instruction and every `unsafe` block;
 //! - [`memory`]: frame allocator and heap;
+//! - [`acpi`], [`smp`], [`time`], [`interrupts`], [`ipi`]: finding and starting
+//!   the other CPUs, the clock and tick, and cross-CPU calls;
 //! - [`exceptions`] and [`fatal`]: how faults and panics are reported;
 //! - [`cmdline`]: the options, read from QEMU's fw_cfg;
 //! - [`ktest`]: the in-kernel test framework.
@@ -16,9 +18,11 @@
 
 #![no_std]
 #![no_main]
+#![warn(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
 extern crate alloc;
 
+mod acpi;
 mod arch;
 mod banner;
 mod cmdline;
@@ -26,11 +30,16 @@ mod console;
 mod cpu_features;
 mod exceptions;
 mod fatal;
+mod interrupts;
+mod ipi;
 mod ktest;
 mod logger;
 mod memory;
+mod smp;
+mod time;
 
 use bootloader_api::{BootInfo, BootloaderConfig, config::Mapping, entry_point};
+use spin::Once;
 
 use crate::{
     arch::qemu_exit::{QemuExitCode, exit_qemu},
@@ -58,6 +67,9 @@ const BOOTLOADER_CONFIG: BootloaderConfig = {
 
 entry_point!(kernel_main, config = &BOOTLOADER_CONFIG);
 
+/// What CPU bring-up found, for the banner and the tests.
+static SMP_SUMMARY: Once<smp::SmpSummary> = Once::new();
+
 fn kernel_main(boot_info: &'static mut BootInfo) -> ! {
     arch::serial::init();
     // The host runner times the boot up to this line.
@@ -65,13 +77,20 @@ fn kernel_main(boot_info: &'static mut BootInfo) -> ! {
     logger::init();
     arch::init_boot_cpu();
 
-    let memory = memory::init(boot_info).unwrap_or_else(|error| fatal::stop(format_args!("memory: {error}"), None));
-    let options = cmdline::load()
-        .unwrap_or_else(|error| fatal::stop(format_args!("rejected kernel command line: {error}"), None));
+    let memory = memory::init(boot_info)
+        .unwrap_or_else(|error| fatal::stop(format_args!("memory: {error}"), None));
+    let options = cmdline::load().unwrap_or_else(|error| {
+        fatal::stop(format_args!("rejected kernel command line: {error}"), None)
+    });
     logger::set_level(options.log_level);
 
     let cpu = cpu_features::CpuFeatures::detect();
-    banner::print(&cpu, &memory);
+    let topology = acpi::discover(boot_info.rsdp_addr.into_option())
+        .unwrap_or_else(|error| fatal::stop(format_args!("cannot find the CPUs: {error}"), None));
+    let smp = smp::init(&topology, cpu.x2apic)
+        .unwrap_or_else(|error| fatal::stop(format_args!("smp: {error}"), None));
+    let smp = SMP_SUMMARY.call_once(|| smp);
+    banner::print(&cpu, &memory, smp);
 
     let outcome = match options.workload {
         Workload::Demo => {

@@ -37,9 +37,27 @@ pub fn without_interrupts<R>(f: impl FnOnce() -> R) -> R {
 /// Reads eight bytes at `address`, which the caller expects to be unmapped,
 /// so that the read raises a page fault. Exists to test the fault path.
 pub fn read_to_fault(address: u64) -> u64 {
-    // SAFETY: callers pass an address with no mapping, so the read faults and
+    // Callers pass an address with no mapping, so the read faults and
     // the fatal path ends the run before any value is produced. Were it mapped
     // after all, a volatile `u64` read of it yields some bit pattern (every
     // pattern is a valid `u64`) and changes nothing.
+    // SAFETY: the read faults, or reads a valid u64 and changes nothing.
     unsafe { core::ptr::read_volatile(address as *const u64) }
+}
+
+/// Enables maskable interrupts on this CPU.
+pub fn enable_interrupts() {
+    interrupts::enable();
+}
+
+/// Idles this CPU for good: halts until an interrupt, handles it, halts again.
+pub fn idle_forever() -> ! {
+    loop {
+        interrupts::enable_and_hlt();
+    }
+}
+
+/// The physical address of the active top-level page table.
+pub fn page_table_root() -> x86_64::PhysAddr {
+    x86_64::registers::control::Cr3::read().0.start_address()
 }

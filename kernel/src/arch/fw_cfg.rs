@@ -44,16 +44,18 @@ impl FwCfg {
     }
 
     fn select(&mut self, item: u16) {
-        // SAFETY: port 0x510 is fw_cfg's selector register; selecting an item
+        // Port 0x510 is fw_cfg's selector register; selecting an item
         // only changes what the data port returns. Without the device the
         // write goes nowhere.
+        // SAFETY: a selector write affects nothing but fw_cfg.
         unsafe { self.selector.write(item) }
     }
 
     fn read_into(&mut self, buffer: &mut [u8]) {
         for byte in buffer {
-            // SAFETY: port 0x511 is fw_cfg's data register; reading it only
+            // Port 0x511 is fw_cfg's data register; reading it only
             // advances the device's read position within the selected item.
+            // SAFETY: a data-port read affects nothing but fw_cfg.
             *byte = unsafe { self.data.read() };
         }
     }
@@ -84,12 +86,18 @@ pub fn read_file(name: &str, buffer: &mut [u8]) -> Result<usize, FwCfgError> {
         let mut raw_name = [0; FILE_NAME_LEN];
         device.read_into(&mut raw_name);
 
-        let name_len = raw_name.iter().position(|&b| b == 0).unwrap_or(FILE_NAME_LEN);
+        let name_len = raw_name
+            .iter()
+            .position(|&b| b == 0)
+            .unwrap_or(FILE_NAME_LEN);
         if &raw_name[..name_len] != name.as_bytes() {
             continue;
         }
         if size > buffer.len() {
-            return Err(FwCfgError::TooLarge { size, capacity: buffer.len() });
+            return Err(FwCfgError::TooLarge {
+                size,
+                capacity: buffer.len(),
+            });
         }
         let selector = u16::from_be_bytes([selector_and_reserved[0], selector_and_reserved[1]]);
         device.select(selector);

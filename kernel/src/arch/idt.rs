@@ -9,7 +9,10 @@
 use spin::Lazy;
 use x86_64::{
     PrivilegeLevel, VirtAddr,
-    instructions::{segmentation::{CS, Segment}, tables::lidt},
+    instructions::{
+        segmentation::{CS, Segment},
+        tables::lidt,
+    },
     structures::DescriptorTablePointer,
 };
 
@@ -59,8 +62,17 @@ static IDT: Lazy<Idt> = Lazy::new(|| {
     let code_selector = CS::get_reg().0;
     let mut gates = [Gate::default(); 256];
     for (vector, gate) in (0..=u8::MAX).zip(gates.iter_mut()) {
-        let ist = if vector == DOUBLE_FAULT_VECTOR { DOUBLE_FAULT_IST_INDEX + 1 } else { 0 };
-        *gate = Gate::interrupt(stub_address(vector), code_selector, ist, PrivilegeLevel::Ring0);
+        let ist = if vector == DOUBLE_FAULT_VECTOR {
+            DOUBLE_FAULT_IST_INDEX + 1
+        } else {
+            0
+        };
+        *gate = Gate::interrupt(
+            stub_address(vector),
+            code_selector,
+            ist,
+            PrivilegeLevel::Ring0,
+        );
     }
     Idt(gates)
 });
@@ -72,8 +84,9 @@ pub fn load() {
         limit: (size_of::<Idt>() - 1) as u16,
         base: VirtAddr::from_ptr(table),
     };
-    // SAFETY: the table is 'static and never changes after it is built, and
+    // The table is 'static and never changes after it is built, and
     // every gate points at an entry stub in this kernel's text with the
     // kernel code selector, so any vector the CPU takes lands in valid code.
+    // SAFETY: a 'static, immutable IDT whose every gate is valid.
     unsafe { lidt(&pointer) };
 }

@@ -7,15 +7,22 @@
 //! (memory management policy, the test framework, command-line parsing) is
 //! ordinary safe Rust built on the small, safe interfaces exported here.
 
+pub mod apic;
 pub mod cpu;
 pub mod cpuid;
 pub mod fw_cfg;
 pub mod gdt;
+pub mod global_alloc;
 pub mod idt;
+pub mod paging;
+pub mod percpu;
 pub mod phys;
+pub mod pic;
 pub mod qemu_exit;
 pub mod serial;
+pub mod trampoline;
 pub mod trap;
+pub mod tsc;
 
 /// Loads the boot CPU's descriptor tables: GDT and TSS (with the double-fault
 /// stack) and the IDT. After this, every CPU exception reaches our handlers.

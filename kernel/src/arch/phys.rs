@@ -25,7 +25,9 @@ pub fn init(physical_memory_offset: u64) {
 
 /// The virtual address at which physical address `addr` is mapped.
 pub fn to_virt(addr: PhysAddr) -> VirtAddr {
-    let offset = *OFFSET.get().expect("phys::init runs before any physical access");
+    let offset = *OFFSET
+        .get()
+        .expect("phys::init runs before any physical access");
     VirtAddr::new(offset + addr.as_u64())
 }
 
@@ -33,11 +35,12 @@ pub fn to_virt(addr: PhysAddr) -> VirtAddr {
 pub fn permanent_bytes(frames: PermanentFrames) -> &'static mut [MaybeUninit<u8>] {
     let start = to_virt(frames.start()).as_mut_ptr::<MaybeUninit<u8>>();
     let len = frames.count() * FRAME_SIZE;
-    // SAFETY: `PermanentFrames` is only created by the frame allocator for
+    // `PermanentFrames` is only created by the frame allocator for
     // frames it marked used and will never hand out again, so this is the one
     // and only reference to them. They are mapped writable through the offset
     // mapping, which covers all RAM; `MaybeUninit<u8>` has no validity
     // requirement and alignment 1.
+    // SAFETY: exclusive, mapped, writable memory with no validity requirement.
     unsafe { core::slice::from_raw_parts_mut(start, len) }
 }
 
@@ -46,8 +49,24 @@ pub fn permanent_words(frames: PermanentFrames) -> &'static mut [u64] {
     let bytes = permanent_bytes(frames);
     bytes.fill(MaybeUninit::new(0));
     let words = bytes.len() / size_of::<u64>();
-    // SAFETY: the region is exclusively ours (see `permanent_bytes`), starts at
+    // The region is exclusively ours (see `permanent_bytes`), starts at
     // a frame boundary (so it is 8-byte aligned), spans `words * 8` bytes, and
     // every byte was just initialised to zero, a valid `u64` bit pattern.
+    // SAFETY: exclusive, aligned, initialised memory of the right length.
     unsafe { core::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<u64>(), words) }
+}
+
+/// Copies physical memory at `addr` into `buffer`, for firmware tables (ACPI)
+/// that the kernel reads but does not own.
+pub fn read_bytes(addr: PhysAddr, buffer: &mut [u8]) {
+    let start = to_virt(addr).as_ptr::<u8>();
+    for (offset, byte) in buffer.iter_mut().enumerate() {
+        // The offset mapping covers all physical memory the firmware
+        // reports (and at least 4 GiB), so the address is mapped. Firmware
+        // tables live in reserved memory the frame allocator never hands out,
+        // so no Rust reference aliases it; a volatile byte read has no
+        // alignment requirement and every bit pattern is a valid `u8`.
+        // SAFETY: a mapped, unaliased byte, read volatile.
+        *byte = unsafe { core::ptr::read_volatile(start.add(offset)) };
+    }
 }

@@ -25,9 +25,10 @@ pub enum QemuExitCode {
 /// halts for good after saying so.
 pub fn exit_qemu(code: QemuExitCode) -> ! {
     let mut port = Port::<u32>::new(DEBUG_EXIT_PORT);
-    // SAFETY: writing to port 0xf4 has no effect on anything but the
+    // Writing to port 0xf4 has no effect on anything but the
     // isa-debug-exit device; on machines without that device the port is
     // unclaimed and the write is ignored.
+    // SAFETY: port 0xf4 belongs to isa-debug-exit or to nobody.
     unsafe { port.write(code as u32) };
     crate::println!("no isa-debug-exit device: halting this CPU ({code:?})");
     super::cpu::halt_forever()

@@ -27,9 +27,10 @@ static COM1: Mutex<Option<Uart16550Tty<PioBackend>>> = Mutex::new(None);
 /// Initialises COM1 (115200 8N1). Without a working UART the kernel runs on
 /// silently: output is dropped, nothing fails.
 pub fn init() {
-    // SAFETY: 0x3F8..0x3FF are the standard COM1 registers on every PC
+    // 0x3F8..0x3FF are the standard COM1 registers on every PC
     // platform the kernel supports; this module is their only user and keeps
     // the device for the kernel's whole lifetime.
+    // SAFETY: COM1's ports are valid and exclusively this module's.
     let uart = unsafe { Uart16550Tty::new_port(COM1_PORT, Config::default()) };
     *COM1.lock() = uart.ok();
 }
@@ -62,11 +63,12 @@ pub fn write_emergency(args: fmt::Arguments<'_>) {
             }
             core::hint::spin_loop();
         }
-        // SAFETY: the machine is going down after this report. The holder is
+        // The machine is going down after this report. The holder is
         // either this CPU, interrupted by the fault inside `write_fmt` and never
         // to resume, or another CPU that kept the lock for over a million
         // attempts. At worst its output and ours interleave on the wire; the
         // UART state itself is a handful of I/O registers that tolerate it.
+        // SAFETY: the lock's holder will never touch the UART again, or does so harmlessly.
         unsafe { COM1.force_unlock() };
         if let Some(uart) = COM1.lock().as_mut() {
             let _ = uart.write_fmt(args);

@@ -130,6 +130,6 @@ pub fn stub_address(vector: u8) -> VirtAddr {
 extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
     match frame.vector {
         0..=31 => crate::exceptions::handle(frame),
-        vector => crate::fatal::stop(format_args!("unexpected interrupt vector {vector}"), Some(frame)),
+        _ => crate::interrupts::dispatch(frame),
     }
 }

@@ -58,3 +58,20 @@ macro_rules! require_some {
         }
     };
 }
+
+/// Evaluates to the value inside `Ok`, or fails the test with the error.
+#[macro_export]
+macro_rules! require_ok {
+    ($result:expr) => {
+        match $result {
+            Ok(value) => value,
+            Err(error) => {
+                return Err($crate::ktest::TestFailure {
+                    message: alloc::format!("{} failed: {}", stringify!($result), error),
+                    file: file!(),
+                    line: line!(),
+                })
+            }
+        }
+    };
+}

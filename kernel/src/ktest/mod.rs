@@ -25,7 +25,10 @@ mod macros;
 mod selfcheck;
 
 use alloc::{string::String, vec::Vec};
-use core::{fmt, sync::atomic::{AtomicUsize, Ordering}};
+use core::{
+    fmt,
+    sync::atomic::{AtomicUsize, Ordering},
+};
 
 use spin::Mutex;
 
@@ -55,30 +58,43 @@ pub struct Test {
 
 impl Test {
     pub const fn new(name: &'static str, run: fn() -> TestResult) -> Self {
-        Self { name, run, explicit_only: false }
+        Self {
+            name,
+            run,
+            explicit_only: false,
+        }
     }
 
     /// A test that must be named exactly on the command line to run: it is
     /// meant to fail, panic or hang, to prove the harness reports it.
     pub const fn explicit(name: &'static str, run: fn() -> TestResult) -> Self {
-        Self { name, run, explicit_only: true }
+        Self {
+            name,
+            run,
+            explicit_only: true,
+        }
     }
 
     fn selected_by(&self, filters: &[String]) -> bool {
         if self.explicit_only {
             filters.iter().any(|filter| filter == self.name)
         } else {
-            filters.is_empty() || filters.iter().any(|filter| self.name.contains(filter.as_str()))
+            filters.is_empty()
+                || filters
+                    .iter()
+                    .any(|filter| self.name.contains(filter.as_str()))
         }
     }
 }
 
 /// Every test list in the kernel.
 const SUITES: &[&[Test]] = &[
+    crate::acpi::tests::TESTS,
     crate::cmdline::tests::TESTS,
     crate::cpu_features::tests::TESTS,
     crate::memory::frames::tests::TESTS,
     crate::memory::heap::tests::TESTS,
+    crate::smp::tests::TESTS,
     selfcheck::TESTS,
 ];
 
@@ -97,19 +113,26 @@ pub struct UnmatchedFilter(pub String);
 
 impl fmt::Display for UnmatchedFilter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "test filter '{}' matches no test (boot with run=list to see them)", self.0)
+        write!(
+            f,
+            "test filter '{}' matches no test (boot with run=list to see them)",
+            self.0
+        )
     }
 }
 
 /// Runs the tests selected by `filters` (all ordinary tests when empty) and
 /// returns whether every one passed.
 pub fn run(filters: &[String]) -> Result<bool, UnmatchedFilter> {
-    if let Some(unmatched) =
-        filters.iter().find(|filter| !all_tests().any(|test| test.selected_by(core::slice::from_ref(filter))))
+    if let Some(unmatched) = filters
+        .iter()
+        .find(|filter| !all_tests().any(|test| test.selected_by(core::slice::from_ref(filter))))
     {
         return Err(UnmatchedFilter(unmatched.clone()));
     }
-    let selected: Vec<&Test> = all_tests().filter(|test| test.selected_by(filters)).collect();
+    let selected: Vec<&Test> = all_tests()
+        .filter(|test| test.selected_by(filters))
+        .collect();
     crate::println!("ktest: running {} tests", selected.len());
     for test in selected {
         crate::println!("ktest: run {}", test.name);
@@ -134,7 +157,11 @@ pub fn run(filters: &[String]) -> Result<bool, UnmatchedFilter> {
 /// Prints the name of every test, one per line, for `run=list`.
 pub fn list() {
     for test in all_tests() {
-        let note = if test.explicit_only { " (runs only when named exactly)" } else { "" };
+        let note = if test.explicit_only {
+            " (runs only when named exactly)"
+        } else {
+            ""
+        };
         crate::println!("ktest: test {}{note}", test.name);
     }
 }

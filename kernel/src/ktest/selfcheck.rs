@@ -33,13 +33,16 @@ const UNMAPPED_ADDRESS: u64 = 0x0000_0dea_d000_0000;
 
 fn page_fault() -> TestResult {
     let value = crate::arch::cpu::read_to_fault(UNMAPPED_ADDRESS);
-    panic!("reading unmapped address {UNMAPPED_ADDRESS:#x} returned {value:#x} instead of faulting");
+    panic!(
+        "reading unmapped address {UNMAPPED_ADDRESS:#x} returned {value:#x} instead of faulting"
+    );
 }
 
 /// Recurses until the kernel stack runs into its unmapped guard page. The
 /// page fault cannot push its frame on the overflowed stack, so the CPU
 /// raises a double fault, which runs on its own stack and reports.
 fn stack_overflow() -> TestResult {
+    #[expect(unconditional_recursion, reason = "overflowing the stack is the point")]
     fn recurse(depth: u64) -> u64 {
         let frame = core::hint::black_box([depth; 64]);
         recurse(depth + 1) + frame[0]

@@ -61,15 +61,24 @@ impl<'bitmap> FrameAllocator<'bitmap> {
     /// # Panics
     /// If `bitmap` has fewer than `frame_count` bits.
     pub fn new(bitmap: &'bitmap mut [u64], frame_count: usize) -> Self {
-        assert!(bitmap.len() * BITS_PER_WORD >= frame_count, "frame bitmap too small");
+        assert!(
+            bitmap.len() * BITS_PER_WORD >= frame_count,
+            "frame bitmap too small"
+        );
         bitmap.fill(u64::MAX);
-        Self { bitmap, frame_count, free_count: 0, cursor: 0 }
+        Self {
+            bitmap,
+            frame_count,
+            free_count: 0,
+            cursor: 0,
+        }
     }
 
     /// Marks the frames wholly inside `[start, end)` free.
     pub fn release_range(&mut self, start: PhysAddr, end: PhysAddr) {
         let first = start.align_up(FRAME_SIZE as u64).as_u64() as usize / FRAME_SIZE;
-        let last = (end.align_down(FRAME_SIZE as u64).as_u64() as usize / FRAME_SIZE).min(self.frame_count);
+        let last = (end.align_down(FRAME_SIZE as u64).as_u64() as usize / FRAME_SIZE)
+            .min(self.frame_count);
         for frame in first..last {
             if self.is_used(frame) {
                 self.set_used(frame, false);
@@ -81,7 +90,8 @@ impl<'bitmap> FrameAllocator<'bitmap> {
     /// Marks the frames overlapping `[start, end)` used.
     pub fn reserve_range(&mut self, start: PhysAddr, end: PhysAddr) {
         let first = start.align_down(FRAME_SIZE as u64).as_u64() as usize / FRAME_SIZE;
-        let last = (end.align_up(FRAME_SIZE as u64).as_u64() as usize / FRAME_SIZE).min(self.frame_count);
+        let last =
+            (end.align_up(FRAME_SIZE as u64).as_u64() as usize / FRAME_SIZE).min(self.frame_count);
         for frame in first..last {
             if !self.is_used(frame) {
                 self.set_used(frame, true);
@@ -148,9 +158,15 @@ impl<'bitmap> FrameAllocator<'bitmap> {
     /// If `frame` is not frame-aligned, out of range or already free: each is
     /// a kernel bug that would otherwise hand one frame to two owners.
     pub fn free(&mut self, frame: PhysAddr) {
-        assert!(frame.is_aligned(FRAME_SIZE as u64), "freeing unaligned frame {frame:?}");
+        assert!(
+            frame.is_aligned(FRAME_SIZE as u64),
+            "freeing unaligned frame {frame:?}"
+        );
         let index = frame.as_u64() as usize / FRAME_SIZE;
-        assert!(index < self.frame_count, "freeing frame {frame:?} beyond the end of memory");
+        assert!(
+            index < self.frame_count,
+            "freeing frame {frame:?} beyond the end of memory"
+        );
         assert!(self.is_used(index), "double free of frame {frame:?}");
         self.set_used(index, false);
         self.free_count += 1;
@@ -192,7 +208,11 @@ pub enum FrameInitError {
 /// Builds the kernel's frame allocator from the boot memory map. Returns the
 /// number of free frames.
 pub fn init(regions: &[MemoryRegion]) -> Result<usize, FrameInitError> {
-    let usable = || regions.iter().filter(|region| region.kind == MemoryRegionKind::Usable);
+    let usable = || {
+        regions
+            .iter()
+            .filter(|region| region.kind == MemoryRegionKind::Usable)
+    };
     let end_of_ram = usable().map(|region| region.end).max().unwrap_or(0);
     let frame_count = end_of_ram as usize / FRAME_SIZE;
     let bitmap_bytes = frame_count.div_ceil(BITS_PER_WORD) * size_of::<u64>();
@@ -203,11 +223,15 @@ pub fn init(regions: &[MemoryRegion]) -> Result<usize, FrameInitError> {
     let bitmap_span = (bitmap_frames * FRAME_SIZE) as u64;
     let home = usable()
         .find_map(|region| {
-            let start = PhysAddr::new(region.start.max(RESERVED_LOW_MEMORY)).align_up(FRAME_SIZE as u64);
+            let start =
+                PhysAddr::new(region.start.max(RESERVED_LOW_MEMORY)).align_up(FRAME_SIZE as u64);
             (start.as_u64() + bitmap_span <= region.end).then_some(start)
         })
         .ok_or(FrameInitError::NoRoomForBitmap { bitmap_bytes })?;
-    let bitmap_storage = PermanentFrames { start: home, count: bitmap_frames };
+    let bitmap_storage = PermanentFrames {
+        start: home,
+        count: bitmap_frames,
+    };
     let bitmap = crate::arch::phys::permanent_words(bitmap_storage);
 
     let mut allocator = FrameAllocator::new(bitmap, frame_count);
@@ -223,7 +247,10 @@ pub fn init(regions: &[MemoryRegion]) -> Result<usize, FrameInitError> {
 
 fn with_allocator<R>(f: impl FnOnce(&mut FrameAllocator<'static>) -> R) -> R {
     crate::arch::cpu::without_interrupts(|| {
-        f(FRAMES.lock().as_mut().expect("frames::init runs before any frame allocation"))
+        f(FRAMES
+            .lock()
+            .as_mut()
+            .expect("frames::init runs before any frame allocation"))
     })
 }
 
@@ -258,10 +285,22 @@ pub mod tests {
     use crate::{check, check_eq, require_some};
 
     pub const TESTS: &[Test] = &[
-        Test::new("frames::allocates_only_released_frames", allocates_only_released_frames),
-        Test::new("frames::free_makes_frame_reusable", free_makes_frame_reusable),
-        Test::new("frames::contiguous_runs_skip_holes", contiguous_runs_skip_holes),
-        Test::new("frames::kernel_allocator_round_trip", kernel_allocator_round_trip),
+        Test::new(
+            "frames::allocates_only_released_frames",
+            allocates_only_released_frames,
+        ),
+        Test::new(
+            "frames::free_makes_frame_reusable",
+            free_makes_frame_reusable,
+        ),
+        Test::new(
+            "frames::contiguous_runs_skip_holes",
+            contiguous_runs_skip_holes,
+        ),
+        Test::new(
+            "frames::kernel_allocator_round_trip",
+            kernel_allocator_round_trip,
+        ),
     ];
 
     fn address(frame: usize) -> PhysAddr {
@@ -310,7 +349,10 @@ pub mod tests {
     fn kernel_allocator_round_trip() -> TestResult {
         let before = super::free_count();
         let frame = require_some!(super::allocate(), "the kernel allocator has no free frame");
-        check!(frame.as_u64() >= super::RESERVED_LOW_MEMORY, "allocated {frame:?} below 1 MiB");
+        check!(
+            frame.as_u64() >= super::RESERVED_LOW_MEMORY,
+            "allocated {frame:?} below 1 MiB"
+        );
         check_eq!(super::free_count(), before - 1);
         super::free(frame);
         check_eq!(super::free_count(), before);

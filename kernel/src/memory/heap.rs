@@ -4,18 +4,13 @@
 //! bootloader's physical-memory mapping, so it needs no page-table changes of
 //! its own. Its size scales with RAM (an eighth of it, between 4 and 64 MiB).
 //!
-//! The allocator's lock does not disable interrupts, so interrupt handlers
-//! must not allocate.
-
-use linked_list_allocator::LockedHeap;
+//! The allocator itself (and why its lock disables interrupts) is in
+//! [`crate::arch::global_alloc`].
 
 use super::frames::{self, FRAME_SIZE};
 
 const MIN_HEAP_BYTES: usize = 4 << 20;
 const MAX_HEAP_BYTES: usize = 64 << 20;
-
-#[global_allocator]
-static HEAP: LockedHeap = LockedHeap::empty();
 
 /// Why the heap could not be set up.
 #[derive(Debug)]
@@ -27,14 +22,10 @@ pub struct HeapInitError {
 /// them to the allocator. Returns the heap size in bytes.
 pub fn init(free_bytes: usize) -> Result<usize, HeapInitError> {
     let wanted_bytes = (free_bytes / 8).clamp(MIN_HEAP_BYTES, MAX_HEAP_BYTES);
-    let frames = frames::allocate_permanent(wanted_bytes / FRAME_SIZE).ok_or(HeapInitError { wanted_bytes })?;
-    HEAP.lock().init_from_slice(crate::arch::phys::permanent_bytes(frames));
+    let frames = frames::allocate_permanent(wanted_bytes / FRAME_SIZE)
+        .ok_or(HeapInitError { wanted_bytes })?;
+    crate::arch::global_alloc::init(crate::arch::phys::permanent_bytes(frames));
     Ok(wanted_bytes)
-}
-
-/// Bytes of heap currently allocated.
-pub fn used_bytes() -> usize {
-    HEAP.lock().used()
 }
 
 pub mod tests {
@@ -72,12 +63,16 @@ pub mod tests {
     }
 
     fn memory_is_reused() -> TestResult {
-        let before = super::used_bytes();
+        let before = crate::arch::global_alloc::used_bytes();
         for round in 0..10_000u64 {
             let value = Box::new([round; 16]);
             check_eq!(value[15], round);
         }
-        check_eq!(super::used_bytes(), before, "heap usage after freeing everything");
+        check_eq!(
+            crate::arch::global_alloc::used_bytes(),
+            before,
+            "heap usage after freeing everything"
+        );
         Ok(())
     }
 }

@@ -34,10 +34,16 @@ impl core::fmt::Display for MemoryInitError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             Self::NoPhysicalMemoryMapping => {
-                write!(f, "the bootloader did not map physical memory (BootloaderConfig.mappings.physical_memory)")
+                write!(
+                    f,
+                    "the bootloader did not map physical memory (BootloaderConfig.mappings.physical_memory)"
+                )
             }
             Self::Frames(frames::FrameInitError::NoRoomForBitmap { bitmap_bytes }) => {
-                write!(f, "no usable memory region can hold the {bitmap_bytes}-byte frame bitmap")
+                write!(
+                    f,
+                    "no usable memory region can hold the {bitmap_bytes}-byte frame bitmap"
+                )
             }
             Self::Heap(heap::HeapInitError { wanted_bytes }) => write!(
                 f,
@@ -50,18 +56,28 @@ impl core::fmt::Display for MemoryInitError {
 
 /// Sets up the frame allocator and the heap from the bootloader's memory map.
 pub fn init(boot_info: &BootInfo) -> Result<MemorySummary, MemoryInitError> {
-    let offset = boot_info.physical_memory_offset.into_option().ok_or(MemoryInitError::NoPhysicalMemoryMapping)?;
+    let offset = boot_info
+        .physical_memory_offset
+        .into_option()
+        .ok_or(MemoryInitError::NoPhysicalMemoryMapping)?;
     crate::arch::phys::init(offset);
     let regions: &[MemoryRegion] = &boot_info.memory_regions;
     let free_frames = frames::init(regions).map_err(MemoryInitError::Frames)?;
     let heap_bytes = heap::init(free_frames * FRAME_SIZE).map_err(MemoryInitError::Heap)?;
 
     let bytes_of = |kind: MemoryRegionKind| -> u64 {
-        regions.iter().filter(|region| region.kind == kind).map(|region| region.end - region.start).sum()
+        regions
+            .iter()
+            .filter(|region| region.kind == kind)
+            .map(|region| region.end - region.start)
+            .sum()
     };
     Ok(MemorySummary {
         regions: regions.len(),
-        usable_regions: regions.iter().filter(|region| region.kind == MemoryRegionKind::Usable).count(),
+        usable_regions: regions
+            .iter()
+            .filter(|region| region.kind == MemoryRegionKind::Usable)
+            .count(),
         usable_bytes: bytes_of(MemoryRegionKind::Usable),
         bootloader_bytes: bytes_of(MemoryRegionKind::Bootloader),
         end_of_ram: regions

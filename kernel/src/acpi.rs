@@ -1,0 +1,323 @@
+//! Finding the CPUs: the ACPI MADT.
+//!
+//! The firmware describes the machine's processors in the *Multiple APIC
+//! Description Table*. The bootloader gives us the physical address of the
+//! RSDP; from there the RSDT (32-bit pointers) or XSDT (64-bit pointers) lists
+//! every table, and the one signed `APIC` is the MADT. Its entries we use:
+//!
+//! | type | entry                         | fields used                            |
+//! |------|-------------------------------|----------------------------------------|
+//! | 0    | processor local APIC          | APIC id (u8), flags                    |
+//! | 5    | local APIC address override   | 64-bit LAPIC physical address          |
+//! | 9    | processor local x2APIC        | x2APIC id (u32), flags                 |
+//!
+//! Flags bit 0 is *enabled*; a CPU without it is absent or hot-pluggable and
+//! must not be started. Firmware may list a CPU twice (once as type 0, once
+//! as type 9): the first entry for an APIC id wins.
+//!
+//! Parsing works on byte slices so it can be tested on hand-made tables;
+//! only [`discover`] reads physical memory.
+
+use alloc::{vec, vec::Vec};
+use core::fmt;
+
+use x86_64::PhysAddr;
+
+use crate::arch::phys::read_bytes;
+
+const SDT_HEADER_LEN: usize = 36;
+const MADT_ENTRIES_OFFSET: usize = SDT_HEADER_LEN + 8;
+const FLAG_ENABLED: u32 = 1 << 0;
+/// The legacy APIC id that means "no APIC" in type-0 entries.
+const INVALID_XAPIC_ID: u32 = 0xFF;
+
+/// One processor the firmware lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MadtCpu {
+    pub apic_id: u32,
+    pub enabled: bool,
+}
+
+/// What the MADT says about the CPUs and their local APICs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CpuTopology {
+    pub local_apic_address: u64,
+    /// Every distinct processor, enabled or not, in table order.
+    pub cpus: Vec<MadtCpu>,
+    /// Entries ignored because their APIC id was already listed.
+    pub duplicates: usize,
+}
+
+impl CpuTopology {
+    /// The APIC ids of the CPUs that may be started.
+    pub fn enabled_apic_ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.cpus
+            .iter()
+            .filter(|cpu| cpu.enabled)
+            .map(|cpu| cpu.apic_id)
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum AcpiError {
+    NoRsdp,
+    BadRsdp,
+    BadChecksum([u8; 4]),
+    NoMadt,
+    Malformed(&'static str),
+}
+
+impl fmt::Display for AcpiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoRsdp => write!(f, "the bootloader found no ACPI RSDP"),
+            Self::BadRsdp => write!(f, "the ACPI RSDP has a bad signature or checksum"),
+            Self::BadChecksum(signature) => {
+                write!(
+                    f,
+                    "ACPI table {} has a bad checksum",
+                    core::str::from_utf8(signature).unwrap_or("????")
+                )
+            }
+            Self::NoMadt => write!(f, "the firmware has no ACPI MADT (APIC) table"),
+            Self::Malformed(what) => write!(f, "malformed ACPI table: {what}"),
+        }
+    }
+}
+
+fn u32_at(bytes: &[u8], offset: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(
+        bytes.get(offset..offset + 4)?.try_into().ok()?,
+    ))
+}
+
+fn u64_at(bytes: &[u8], offset: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(
+        bytes.get(offset..offset + 8)?.try_into().ok()?,
+    ))
+}
+
+fn checksum_ok(bytes: &[u8]) -> bool {
+    bytes.iter().fold(0u8, |sum, &byte| sum.wrapping_add(byte)) == 0
+}
+
+/// Parses a whole MADT (header included).
+pub fn parse_madt(table: &[u8]) -> Result<CpuTopology, AcpiError> {
+    let too_short = AcpiError::Malformed("MADT shorter than its header");
+    let mut local_apic_address = u64::from(u32_at(table, SDT_HEADER_LEN).ok_or(too_short)?);
+    let mut cpus: Vec<MadtCpu> = Vec::new();
+    let mut duplicates = 0;
+    let mut offset = MADT_ENTRIES_OFFSET;
+    while offset < table.len() {
+        let entry_type = table[offset];
+        let length = usize::from(
+            *table
+                .get(offset + 1)
+                .ok_or(AcpiError::Malformed("MADT entry cut short"))?,
+        );
+        let entry = table
+            .get(offset..offset + length)
+            .filter(|_| length >= 2)
+            .ok_or(AcpiError::Malformed("MADT entry length out of bounds"))?;
+        let cpu = match entry_type {
+            0 => {
+                let id = u32::from(
+                    *entry
+                        .get(3)
+                        .ok_or(AcpiError::Malformed("short local APIC entry"))?,
+                );
+                let flags =
+                    u32_at(entry, 4).ok_or(AcpiError::Malformed("short local APIC entry"))?;
+                (id != INVALID_XAPIC_ID).then_some(MadtCpu {
+                    apic_id: id,
+                    enabled: flags & FLAG_ENABLED != 0,
+                })
+            }
+            5 => {
+                local_apic_address = u64_at(entry, 4)
+                    .ok_or(AcpiError::Malformed("short local APIC address override"))?;
+                None
+            }
+            9 => {
+                let id =
+                    u32_at(entry, 4).ok_or(AcpiError::Malformed("short local x2APIC entry"))?;
+                let flags =
+                    u32_at(entry, 8).ok_or(AcpiError::Malformed("short local x2APIC entry"))?;
+                Some(MadtCpu {
+                    apic_id: id,
+                    enabled: flags & FLAG_ENABLED != 0,
+                })
+            }
+            _ => None,
+        };
+        if let Some(cpu) = cpu {
+            if cpus.iter().any(|known| known.apic_id == cpu.apic_id) {
+                duplicates += 1;
+            } else {
+                cpus.push(cpu);
+            }
+        }
+        offset += length;
+    }
+    Ok(CpuTopology {
+        local_apic_address,
+        cpus,
+        duplicates,
+    })
+}
+
+/// Reads a whole system description table at `addr`, checking its checksum.
+fn read_table(addr: PhysAddr) -> Result<([u8; 4], Vec<u8>), AcpiError> {
+    let mut header = [0; SDT_HEADER_LEN];
+    read_bytes(addr, &mut header);
+    let signature: [u8; 4] = header[0..4].try_into().unwrap_or_default();
+    let length = u32_at(&header, 4).unwrap_or(0) as usize;
+    if !(SDT_HEADER_LEN..=1 << 20).contains(&length) {
+        return Err(AcpiError::Malformed("table length implausible"));
+    }
+    let mut table = vec![0; length];
+    read_bytes(addr, &mut table);
+    if !checksum_ok(&table) {
+        return Err(AcpiError::BadChecksum(signature));
+    }
+    Ok((signature, table))
+}
+
+/// Finds the MADT from the RSDP and parses it.
+pub fn discover(rsdp_addr: Option<u64>) -> Result<CpuTopology, AcpiError> {
+    let rsdp_addr = PhysAddr::new(rsdp_addr.ok_or(AcpiError::NoRsdp)?);
+    let mut rsdp = [0; 36];
+    read_bytes(rsdp_addr, &mut rsdp);
+    if &rsdp[0..8] != b"RSD PTR " || !checksum_ok(&rsdp[..20]) {
+        return Err(AcpiError::BadRsdp);
+    }
+    let revision = rsdp[15];
+    let (root, pointer_size) = match u64_at(&rsdp, 24) {
+        Some(xsdt) if revision >= 2 && xsdt != 0 => (xsdt, 8),
+        _ => (u64::from(u32_at(&rsdp, 16).unwrap_or(0)), 4),
+    };
+    let (_, root_table) = read_table(PhysAddr::new(root))?;
+    for pointer in root_table[SDT_HEADER_LEN..].chunks_exact(pointer_size) {
+        let table_addr = match pointer_size {
+            8 => u64_at(pointer, 0),
+            _ => u32_at(pointer, 0).map(u64::from),
+        }
+        .unwrap_or(0);
+        let mut signature = [0; 4];
+        read_bytes(PhysAddr::new(table_addr), &mut signature);
+        if &signature == b"APIC" {
+            let (_, madt) = read_table(PhysAddr::new(table_addr))?;
+            return parse_madt(&madt);
+        }
+    }
+    Err(AcpiError::NoMadt)
+}
+
+pub mod tests {
+    //! In-kernel tests of the MADT parser on hand-made tables.
+
+    use alloc::vec::Vec;
+
+    use super::{AcpiError, MadtCpu, SDT_HEADER_LEN, parse_madt};
+    use crate::check_eq;
+    use crate::ktest::{Test, TestResult};
+
+    pub const TESTS: &[Test] = &[
+        Test::new(
+            "acpi::parses_cpus_and_skips_duplicates",
+            parses_cpus_and_skips_duplicates,
+        ),
+        Test::new("acpi::address_override_wins", address_override_wins),
+        Test::new("acpi::rejects_bad_entry_lengths", rejects_bad_entry_lengths),
+    ];
+
+    fn madt(entries: &[&[u8]]) -> Vec<u8> {
+        let mut table = alloc::vec![0; SDT_HEADER_LEN];
+        table[0..4].copy_from_slice(b"APIC");
+        table.extend_from_slice(&0xFEE0_0000u32.to_le_bytes());
+        table.extend_from_slice(&1u32.to_le_bytes());
+        for entry in entries {
+            table.extend_from_slice(entry);
+        }
+        table
+    }
+
+    fn xapic(id: u8, flags: u32) -> Vec<u8> {
+        let mut entry = alloc::vec![0, 8, id, id];
+        entry.extend_from_slice(&flags.to_le_bytes());
+        entry
+    }
+
+    fn x2apic(id: u32, flags: u32) -> Vec<u8> {
+        let mut entry = alloc::vec![9, 16, 0, 0];
+        entry.extend_from_slice(&id.to_le_bytes());
+        entry.extend_from_slice(&flags.to_le_bytes());
+        entry.extend_from_slice(&id.to_le_bytes());
+        entry
+    }
+
+    fn parses_cpus_and_skips_duplicates() -> TestResult {
+        let table = madt(&[
+            &xapic(0, 1),
+            &xapic(1, 0),
+            &xapic(2, 3),
+            &x2apic(2, 1),
+            &xapic(0xFF, 1),
+            &x2apic(300, 1),
+        ]);
+        let topology = crate::require_ok!(parse_madt(&table));
+        check_eq!(topology.local_apic_address, 0xFEE0_0000);
+        check_eq!(
+            topology.cpus,
+            alloc::vec![
+                MadtCpu {
+                    apic_id: 0,
+                    enabled: true
+                },
+                MadtCpu {
+                    apic_id: 1,
+                    enabled: false
+                },
+                MadtCpu {
+                    apic_id: 2,
+                    enabled: true
+                },
+                MadtCpu {
+                    apic_id: 300,
+                    enabled: true
+                },
+            ]
+        );
+        check_eq!(topology.duplicates, 1);
+        check_eq!(
+            topology.enabled_apic_ids().collect::<Vec<_>>(),
+            alloc::vec![0, 2, 300]
+        );
+        Ok(())
+    }
+
+    fn address_override_wins() -> TestResult {
+        let mut override_entry = alloc::vec![5, 12, 0, 0];
+        override_entry.extend_from_slice(&0x1_2345_6000u64.to_le_bytes());
+        let table = madt(&[&xapic(0, 1), &override_entry]);
+        check_eq!(
+            parse_madt(&table).map(|topology| topology.local_apic_address),
+            Ok(0x1_2345_6000)
+        );
+        Ok(())
+    }
+
+    fn rejects_bad_entry_lengths() -> TestResult {
+        let zero_length = madt(&[&[0, 0, 0, 0]]);
+        check_eq!(
+            parse_madt(&zero_length),
+            Err(AcpiError::Malformed("MADT entry length out of bounds"))
+        );
+        let overrun = madt(&[&[0, 200, 0, 0]]);
+        check_eq!(
+            parse_madt(&overrun),
+            Err(AcpiError::Malformed("MADT entry length out of bounds"))
+        );
+        Ok(())
+    }
+}
