@@ -37,7 +37,7 @@
 use crate::asid::{Asid, is_global_asid, pcid_of};
 use crate::context::{AddressSpaceTlb, CTX_NONE, CTX_SWITCHING};
 use crate::counters::{Counters, TraceEvent, TraceReason};
-use crate::cpu_set::CpuSet;
+use crate::cpu_set::{CpuId, CpuSet};
 use crate::faults::Fault;
 use crate::flush::PAGE_SHIFT;
 use crate::hardware::{BroadcastBackend, BroadcastOp, FlushRange, FlushRequest, TlbHardware};
@@ -78,16 +78,22 @@ impl TlbSystem<'_> {
             })
             .count();
         if active >= threshold {
-            self.use_global_asid(hw, backend, mm);
+            self.promote(hw, backend, mm);
         }
     }
 
-    /// Gives `mm` a global ASID now, if it has none and one is available. Returns the ASID.
+    /// Gives `mm` a global ASID now, if it has none and one is available; returns its global
+    /// ASID, or `None` without a broadcast backend or when the space is exhausted.
     ///
     /// Normally called by the promotion policy; the kernel may call it directly (a "promote
-    /// now" knob for demonstrations). Requires a broadcast backend. Interrupts on: a rollover
-    /// may broadcast while holding the allocator lock.
-    pub fn use_global_asid<B: BroadcastBackend>(
+    /// now" knob for demonstrations). Interrupts on: a rollover may broadcast while holding
+    /// the allocator lock.
+    pub fn use_global_asid(&self, hw: &impl TlbHardware, mm: &AddressSpaceTlb) -> Option<Asid> {
+        let backend = hw.broadcast()?;
+        self.promote(hw, backend, mm)
+    }
+
+    fn promote<B: BroadcastBackend>(
         &self,
         hw: &impl TlbHardware<Broadcast = B>,
         backend: &B,
@@ -249,7 +255,7 @@ impl TlbSystem<'_> {
     }
 
     /// Whether CPU `cpu` currently runs on a global ASID (for the kernel's statistics).
-    pub fn cpu_on_global_asid(&self, cpu: usize) -> bool {
+    pub fn cpu_on_global_asid(&self, cpu: CpuId) -> bool {
         let st = &self.cpus[cpu];
         st.loaded.load(Ordering::Acquire) != CTX_NONE
             && is_global_asid(st.loaded_asid.load(Ordering::Acquire))

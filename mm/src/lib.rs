@@ -62,30 +62,41 @@
 //!   handler: [`TlbSystem::handle_broadcast_ipi`].
 //!
 //! ## Reference checklist (linux-tlb-shootdown.md §8) → tests
+//! Unit tests live in `src/tests/` (several CPUs driven from one thread through a recording
+//! fake of the hardware, so every decision is checked exactly) and next to each module; the
+//! host TLB model is `tests/model/` (concurrent, seeded, with an oracle).
+//!
 //! | item | test |
 //! |---|---|
-//! | 1 PCID mapping | `asid::tests::pcid_mapping_table`, `every_asid_maps_to_a_valid_nonzero_pcid` |
+//! | 1 PCID mapping | `asid::tests::pcid_mapping_table`, `every_asid_maps_to_a_valid_nonzero_pcid`; the model asserts no CR3 load uses PCID 0 |
 //! | 2 ASID budget | `asid_alloc::tests::full_space_count_is_exact_and_in_range` |
-//! | 3 slot cache | `tests::switching::seven_address_spaces_round_robin` |
-//! | 4 generation / `local + 1` | `tests::flushing::reversed_flushes_force_a_full_flush` |
-//! | 5 barriers | `tests::flushing::switching_cpu_is_interrupted`; the race itself: the host model's `GenerationReadBeforeCpuSet` mutation (and loom, issue 10) |
+//! | 3 slot cache | `tests::switching::seven_address_spaces_round_robin`, `cached_slot_flushes_only_when_generation_moved` |
+//! | 4 generation / `local + 1` | `tests::flushing::reversed_flushes_force_a_full_flush`, `partial_flush_when_exactly_one_behind`; model `mutation_partial_flush_without_generation_check` |
+//! | 5 barriers and SWITCHING | `tests::flushing::switching_cpu_is_interrupted`; model `mutation_generation_read_before_cpu_set`, `mutation_skip_switching_cpu` (the weak-memory side is for loom, issue 10) |
 //! | 6 target test | `tests::flushing::target_test_every_state` |
-//! | 7 lazy CPUs | `tests::switching::lazy_cpu_catches_up_on_return`, `tests::flushing::freed_tables_reach_lazy_cpus` |
+//! | 7 lazy CPUs | `tests::switching::lazy_cpu_catches_up_on_return`, `tests::flushing::freed_tables_reach_lazy_cpus`; model `mutation_skip_lazy_when_freeing_tables` |
 //! | 8 trimming | `tests::flushing::trim_removes_cpus_that_left` |
 //! | 9 ceiling | `tests::flushing::ceiling_turns_34_pages_into_a_full_flush` |
-//! | 10 encoding | `invlpgb::tests::golden_encodings` |
-//! | 11 clamping | `invlpgb::tests::fuzzed_chunking_is_exact_and_clamped`, `limits_from_cpuid` |
-//! | 13 kernel flushes | `tests::flushing::kernel_range_flushes` |
-//! | 14 promotion | `tests::global::promotion_needs_threshold_cpus_and_respects_rate_limit` |
-//! | 15 publication | `tests::global::promotion_publishes_flag_with_asid` |
-//! | 16 no-flush switch to global | `tests::global::stragglers_move_over_without_flush` |
-//! | 17 transition completion | `tests::global::transition_finishes_only_when_all_moved` |
-//! | 18 deferred reuse | `asid_alloc::tests::freed_asid_reused_only_after_rollover`, `tests::global::rollover_flushes_before_reuse` |
+//! | 10 encoding | `invlpgb::tests::golden_encodings`; the model decodes every operand it is given |
+//! | 11 clamping | `invlpgb::tests::fuzzed_chunking_is_exact_and_clamped`, `limits_from_cpuid`; the model asserts the count limit |
+//! | 12 TLBSYNC on the issuing CPU | model `mutation_tlbsync_on_other_cpu` (the kernel must not migrate in between) |
+//! | 13 kernel flushes | `tests::flushing::kernel_range_flushes`, `flush_all_reaches_everyone` |
+//! | 14 promotion | `tests::global::promotion_needs_threshold_cpus_and_respects_rate_limit`, `threshold_is_configurable_but_never_below_two`, `no_promotion_without_a_broadcast_backend` |
+//! | 15 publication | `tests::global::promotion_publishes_flag_with_asid` (the race: loom, issue 10) |
+//! | 16 no-flush switch to global | `tests::global::stragglers_move_over_without_flush`, `transition_finishes_only_when_all_moved` |
+//! | 17 transition completion | `tests::global::transition_finishes_only_when_all_moved`, `lazy_stragglers_are_reached_during_transition`; model `mutation_no_ipi_during_transition` |
+//! | 18 deferred reuse | `asid_alloc::tests::freed_asid_reused_only_after_rollover`, `tests::global::rollover_flushes_before_reuse`; model `mutation_reuse_global_asid_before_rollover` |
 //! | 19 allocator | `asid_alloc::tests::randomized_against_reference_model` |
 //! | 20 batching | `tests::batching::*` |
+//! | 22 freed page tables | `tests::flushing::freed_tables_reach_lazy_cpus`; the model never uses FINAL_ONLY (asserted) |
 //!
-//! Items 12 (TLBSYNC on the issuing CPU) and 21–26 concern the kernel or other
-//! architectures.
+//! Items 21 and 23–26 concern the kernel (feature detection, PTI, `flush_tlb_batched_pending`,
+//! benchmarks) or other architectures.
+//!
+//! ## Running the host model
+//! `cargo test -p mm` runs it with about 10^6 simulated operations over all backends, plus
+//! the mutation checks. `MM_MODEL_SCALE=50` runs fifty times as many seeds;
+//! `MM_MODEL_SEED=<n>` replays one seed (every failure prints its seed).
 
 #![no_std]
 #![forbid(unsafe_code)]

@@ -105,15 +105,6 @@ pub fn ipis(log: &[(CpuId, Op)]) -> Vec<CpuSet> {
         .collect()
 }
 
-impl Hw<'_, '_> {
-    /// The backend, for tests that call `use_global_asid` directly.
-    pub fn broadcast_backend(&self) -> &FakeBroadcast<'_, '_> {
-        self.backend
-            .as_ref()
-            .expect("machine built without a broadcast backend")
-    }
-}
-
 impl BroadcastBackend for FakeBroadcast<'_, '_> {
     fn flush_pcid_range(&self, pcid: Pcid, start: u64, end: u64, stride_shift: u8) {
         self.m.record(

@@ -88,9 +88,7 @@ fn promoted(sys: &TlbSystem<'_>, m: &Machine<'_>, root: u64, on: &[usize]) -> Ad
     let a = sys.new_address_space(root);
     run_on(sys, m, &a, on);
     let hw = m.cpu(on[0]);
-    let asid = sys
-        .use_global_asid(&hw, hw.broadcast_backend(), &a)
-        .expect("an ASID");
+    let asid = sys.use_global_asid(&hw, &a).expect("an ASID");
     assert!(is_global_asid(asid));
     m.take_log();
     a
@@ -106,10 +104,7 @@ fn promotion_publishes_flag_with_asid() {
     assert!(a.in_asid_transition());
     // Idempotent: a second call returns the same ASID.
     let hw = m.cpu(1);
-    assert_eq!(
-        sys.use_global_asid(&hw, hw.broadcast_backend(), &a),
-        a.global_asid()
-    );
+    assert_eq!(sys.use_global_asid(&hw, &a), a.global_asid());
     assert_eq!(sys.total_counters().promotions, 1);
 }
 
@@ -253,11 +248,7 @@ fn rollover_flushes_before_reuse() {
         let b = sys.new_address_space(0xb000);
         run_on(&sys, &m, &b, &[0, 1]);
         let hw = m.cpu(0);
-        assert_eq!(
-            sys.use_global_asid(&hw, hw.broadcast_backend(), &b),
-            None,
-            "exhausted"
-        );
+        assert_eq!(sys.use_global_asid(&hw, &b), None, "exhausted");
         assert_eq!(sys.cpu(0).counters().snapshot().exhaustion_fallbacks, 1);
         // b keeps working on IPIs.
         m.take_log();
@@ -266,10 +257,7 @@ fn rollover_flushes_before_reuse() {
         // a dies; b gets its ASID, after a flush of all non-global entries (unless mutated).
         sys.release_address_space(&a);
         assert_eq!(sys.global_asids_available(), 1);
-        assert_eq!(
-            sys.use_global_asid(&hw, hw.broadcast_backend(), &b),
-            Some(FIRST_GLOBAL_ASID)
-        );
+        assert_eq!(sys.use_global_asid(&hw, &b), Some(FIRST_GLOBAL_ASID));
         let log = ops_of(&m.take_log(), 0);
         if mutated {
             assert_eq!(log, []);
