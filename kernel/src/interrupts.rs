@@ -4,7 +4,7 @@
 //! |-------------|-------------------------------------------|
 //! | 0x20        | local APIC timer ([`crate::smp::timer`])  |
 //! | 0xE0-0xEF   | legacy PICs, masked (spurious only)       |
-//! | 0xF0        | cross-CPU call IPI ([`crate::ipi`])       |
+//! | 0xF0        | cross-CPU call IPI ([`crate::arch::ipi`])       |
 //! | 0xFF        | local APIC spurious interrupt             |
 
 use core::sync::atomic::Ordering;
@@ -22,8 +22,8 @@ pub fn dispatch(frame: &TrapFrame) {
             percpu::current().ticks.fetch_add(1, Ordering::Relaxed);
             end_of_interrupt();
         }
-        crate::ipi::CALL_VECTOR => {
-            crate::ipi::handle_call_ipi();
+        crate::arch::ipi::CALL_VECTOR => {
+            crate::arch::ipi::handle_call_ipi();
             end_of_interrupt();
         }
         // Spurious interrupts are not in service: no EOI.

@@ -8,7 +8,7 @@
 //! Layout:
 //! - [`arch`]: every privileged instruction and every `unsafe` block;
 //! - [`memory`]: frame allocator and heap;
-//! - [`acpi`], [`smp`], [`time`], [`interrupts`], [`ipi`]: finding and starting
+//! - [`acpi`], [`smp`], [`time`], [`interrupts`]: finding and starting
 //!   the other CPUs, the clock and tick, and cross-CPU calls;
 //! - [`exceptions`] and [`fatal`]: how faults and panics are reported;
 //! - [`cmdline`]: the options, read from QEMU's fw_cfg;
@@ -31,7 +31,6 @@ mod cpu_features;
 mod exceptions;
 mod fatal;
 mod interrupts;
-mod ipi;
 mod ktest;
 mod logger;
 mod memory;

@@ -14,6 +14,7 @@ pub mod fw_cfg;
 pub mod gdt;
 pub mod global_alloc;
 pub mod idt;
+pub mod ipi;
 pub mod paging;
 pub mod percpu;
 pub mod phys;

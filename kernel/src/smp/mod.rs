@@ -194,7 +194,7 @@ extern "C" fn ap_entry(index: u64) -> ! {
 pub mod tests {
     //! In-kernel tests of bring-up, the per-CPU tick and cross-CPU calls.
 
-    use alloc::{sync::Arc, vec::Vec};
+    use alloc::vec::Vec;
     use core::{
         sync::atomic::{AtomicU64, AtomicUsize, Ordering},
         time::Duration,
@@ -203,8 +203,9 @@ pub mod tests {
     use mm::CpuSet;
 
     use super::{cpu, online};
+    use crate::arch::{ipi, percpu};
     use crate::ktest::{Test, TestResult};
-    use crate::{arch::percpu, check, check_eq, ipi, require_some, time};
+    use crate::{check, check_eq, require_ok, require_some, time};
 
     pub const TESTS: &[Test] = &[
         Test::new(
@@ -222,6 +223,10 @@ pub mod tests {
             concurrent_cross_calls_complete,
         ),
         Test::new("ipi::local_calls_send_no_ipi", local_calls_send_no_ipi),
+        Test::new(
+            "ipi::unanswered_call_is_retracted",
+            unanswered_call_is_retracted,
+        ),
     ];
 
     fn total_ipis_sent() -> u64 {
@@ -247,13 +252,11 @@ pub mod tests {
     }
 
     fn percpu_is_found_through_gs() -> TestResult {
-        let me = percpu::current();
-        check_eq!(me.index, 0, "tests run on the boot CPU");
+        check_eq!(percpu::current().index, 0, "tests run on the boot CPU");
         for index in &online() {
-            let seen = Arc::new(AtomicUsize::new(usize::MAX));
-            let record = Arc::clone(&seen);
-            crate::require_ok!(ipi::call_on(&CpuSet::single(index), move || {
-                record.store(percpu::current().index, Ordering::Relaxed)
+            let seen = AtomicUsize::new(usize::MAX);
+            require_ok!(ipi::call_on(&CpuSet::single(index), &|| {
+                seen.store(percpu::current().index, Ordering::Relaxed)
             }));
             check_eq!(
                 seen.load(Ordering::Relaxed),
@@ -265,18 +268,19 @@ pub mod tests {
     }
 
     fn timer_ticks_on_every_cpu() -> TestResult {
-        let before: Vec<u64> = online()
-            .iter()
-            .filter_map(cpu)
-            .map(|cpu| cpu.ticks.load(Ordering::Relaxed))
-            .collect();
+        let ticks = || -> Vec<u64> {
+            online()
+                .iter()
+                .filter_map(cpu)
+                .map(|cpu| cpu.ticks.load(Ordering::Relaxed))
+                .collect()
+        };
+        let before = ticks();
         time::delay(Duration::from_millis(100));
-        for (cpu, before) in online().iter().filter_map(cpu).zip(before) {
-            let after = cpu.ticks.load(Ordering::Relaxed);
+        for ((index, before), after) in online().iter().zip(before).zip(ticks()) {
             check!(
                 after > before,
-                "CPU {} took no timer tick in 100 ms ({before} -> {after})",
-                cpu.index
+                "CPU {index} took no timer tick in 100 ms ({before} -> {after})"
             );
         }
         Ok(())
@@ -287,21 +291,17 @@ pub mod tests {
         let me = percpu::current().index;
         let mut samples = Vec::with_capacity(ROUNDS);
         for target in online().iter().filter(|&cpu| cpu != me) {
-            let received_before = require_some!(cpu(target), "CPU {target}")
-                .ipis_received
-                .load(Ordering::Relaxed);
+            let target_cpu = require_some!(cpu(target), "CPU {target} is not registered");
+            let received_before = target_cpu.ipis_received.load(Ordering::Relaxed);
             for _ in 0..ROUNDS {
                 let start = time::now_ns();
-                crate::require_ok!(ipi::call_on(&CpuSet::single(target), || {}));
+                require_ok!(ipi::call_on(&CpuSet::single(target), &|| {}));
                 samples.push(time::now_ns() - start);
             }
-            let received = require_some!(cpu(target), "CPU {target}")
-                .ipis_received
-                .load(Ordering::Relaxed);
+            let received = target_cpu.ipis_received.load(Ordering::Relaxed) - received_before;
             check!(
-                received >= received_before + ROUNDS as u64,
-                "CPU {target} received {} of {ROUNDS} IPIs",
-                received - received_before
+                received >= ROUNDS as u64,
+                "CPU {target} received {received} of {ROUNDS} IPIs"
             );
         }
         if !samples.is_empty() {
@@ -318,25 +318,21 @@ pub mod tests {
 
     fn concurrent_cross_calls_complete() -> TestResult {
         const ROUNDS: u64 = 100;
-        let calls_made = Arc::new(AtomicU64::new(0));
-        let failures = Arc::new(AtomicU64::new(0));
+        let calls_made = AtomicU64::new(0);
+        let failures = AtomicU64::new(0);
         let all = online();
-        let (made, failed) = (Arc::clone(&calls_made), Arc::clone(&failures));
-        // Every CPU (this one included) runs ROUNDS calls to every other CPU
+        // Every CPU (this one included) makes ROUNDS calls to every other CPU
         // at the same time, from interrupt context on the others: each must
         // serve incoming calls while it waits for its own.
-        crate::require_ok!(ipi::call_on(&all, move || {
-            let me = percpu::current().index;
-            let others = online().without(me);
+        require_ok!(ipi::call_on(&all, &|| {
+            let others = online().without(percpu::current().index);
             for _ in 0..ROUNDS {
-                let made = Arc::clone(&made);
-                match ipi::call_on(&others, move || {
-                    made.fetch_add(1, Ordering::Relaxed);
-                }) {
-                    Ok(()) => {}
-                    Err(_) => {
-                        failed.fetch_add(1, Ordering::Relaxed);
-                    }
+                if ipi::call_on(&others, &|| {
+                    calls_made.fetch_add(1, Ordering::Relaxed);
+                })
+                .is_err()
+                {
+                    failures.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }));
@@ -357,10 +353,9 @@ pub mod tests {
     fn local_calls_send_no_ipi() -> TestResult {
         let me = percpu::current().index;
         let before = total_ipis_sent();
-        let ran = Arc::new(AtomicUsize::new(0));
-        let counter = Arc::clone(&ran);
-        crate::require_ok!(ipi::call_on(&CpuSet::single(me), move || {
-            counter.fetch_add(1, Ordering::Relaxed);
+        let ran = AtomicUsize::new(0);
+        require_ok!(ipi::call_on(&CpuSet::single(me), &|| {
+            ran.fetch_add(1, Ordering::Relaxed);
         }));
         check_eq!(ran.load(Ordering::Relaxed), 1);
         check_eq!(
@@ -369,13 +364,59 @@ pub mod tests {
             "calling only yourself must not send an IPI"
         );
         if online().count() == 1 {
-            crate::require_ok!(ipi::call_on(&CpuSet::first_n(mm::MAX_CPUS), || {}));
+            require_ok!(ipi::call_on(&CpuSet::first_n(mm::MAX_CPUS), &|| {}));
             check_eq!(
                 total_ipis_sent(),
                 0,
                 "with one CPU online no IPI is ever sent"
             );
         }
+        Ok(())
+    }
+
+    /// CPU 1 sits in a cross-call with interrupts off; CPU 2 calls it with a
+    /// short timeout and must get `Err` naming CPU 1, with its request
+    /// retracted (CPU 1 must never run it afterwards).
+    fn unanswered_call_is_retracted() -> TestResult {
+        use core::sync::atomic::AtomicBool;
+        if online().count() < 3 {
+            crate::println!("ipi: unanswered_call_is_retracted needs 3 CPUs; nothing to check");
+            return Ok(());
+        }
+        let release = AtomicBool::new(false);
+        let late_runs = AtomicUsize::new(0);
+        let outcome = AtomicUsize::new(0);
+        let (stuck, caller) = (1, 2);
+        require_ok!(ipi::call_on(&CpuSet::from_iter([stuck, caller]), &|| {
+            if percpu::current().index == stuck {
+                while !release.load(Ordering::Acquire) {
+                    core::hint::spin_loop();
+                }
+                return;
+            }
+            let result = ipi::call_on_within(
+                &CpuSet::single(stuck),
+                &|| {
+                    late_runs.fetch_add(1, Ordering::Relaxed);
+                },
+                Duration::from_millis(200),
+            );
+            let named_stuck =
+                matches!(&result, Err(unanswered) if unanswered.cpus == CpuSet::single(stuck));
+            outcome.store(if named_stuck { 1 } else { 2 }, Ordering::Relaxed);
+            release.store(true, Ordering::Release);
+        }));
+        time::delay(Duration::from_millis(50));
+        check_eq!(
+            outcome.load(Ordering::Relaxed),
+            1,
+            "1 = Err naming CPU 1; 2 = anything else"
+        );
+        check_eq!(
+            late_runs.load(Ordering::Relaxed),
+            0,
+            "the retracted request ran anyway"
+        );
         Ok(())
     }
 }

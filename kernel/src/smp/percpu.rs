@@ -4,13 +4,13 @@
 //! ([`crate::arch::percpu::current`]); any CPU finds another's through
 //! [`super::cpu`]. Fields written by other CPUs are atomics or locked.
 
-use alloc::{boxed::Box, collections::VecDeque, sync::Arc};
+use alloc::{boxed::Box, collections::VecDeque};
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use mm::CpuId;
 use spin::Mutex;
 
-use crate::ipi::CrossCall;
+use crate::arch::ipi::QueuedCall;
 
 /// One CPU's data. `repr(C)` with `self_address` first: the GS-relative read
 /// in [`crate::arch::percpu`] depends on that layout.
@@ -29,7 +29,7 @@ pub struct PerCpu {
     /// IPIs this CPU received.
     pub ipis_received: AtomicU64,
     /// Cross-CPU calls queued for this CPU, served by its IPI handler.
-    pub(crate) inbox: Mutex<VecDeque<Arc<CrossCall>>>,
+    pub(crate) inbox: Mutex<VecDeque<QueuedCall>>,
 }
 
 impl PerCpu {

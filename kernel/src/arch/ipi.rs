@@ -23,11 +23,16 @@
 //!   instead of being waited for forever.
 //!
 //! Handlers run in interrupt context on the target: they must be short and
-//! must not block. Each request is heap-allocated once per call (not per
-//! target); the last reference may be dropped in the handler, which is why
-//! the heap lock disables interrupts.
+//! must not block.
+//!
+//! A call allocates nothing: the request lives on the caller's stack and each
+//! target's inbox holds a reference to it. That is why this module is part of
+//! the architecture layer: the reference outlives the borrow checker's view
+//! of it, and [`call_on`] upholds the rule that makes it sound: it does not
+//! return while any CPU can still reach the request. Each target's last access
+//! is removing itself from `pending`; a target that does not answer in time
+//! is retracted from its inbox (under the inbox lock) before it could start.
 
-use alloc::{boxed::Box, sync::Arc};
 use core::{fmt, sync::atomic::Ordering, time::Duration};
 
 use mm::{AtomicCpuSet, CpuSet};
@@ -50,12 +55,16 @@ pub const CALL_VECTOR: u8 = 0xF0;
 /// for its target to be scheduled.
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// One cross-CPU call, shared by the caller and its targets.
-pub struct CrossCall {
-    work: Box<dyn Fn() + Send + Sync>,
+/// One cross-CPU call, on the caller's stack, shared with its targets.
+pub struct CrossCall<'a> {
+    work: &'a (dyn Fn() + Sync),
     /// Targets that have not finished `work` yet.
     pending: AtomicCpuSet,
 }
+
+/// How inboxes hold a request: see the module docs for why `'static` is
+/// sound here.
+pub type QueuedCall = &'static CrossCall<'static>;
 
 /// Targets that did not answer within [`ANSWER_TIMEOUT`].
 #[derive(Debug)]
@@ -74,11 +83,19 @@ impl fmt::Display for Unanswered {
 }
 
 /// Runs `work` on every online CPU in `targets` (including this one, if it is
-/// a target) and returns when all have finished it.
-pub fn call_on<F>(targets: &CpuSet, work: F) -> Result<(), Unanswered>
-where
-    F: Fn() + Send + Sync + 'static,
-{
+/// a target) and returns when all have finished it. On `Err`, the listed
+/// CPUs did not start it within [`ANSWER_TIMEOUT`], never ran it and never
+/// will.
+pub fn call_on(targets: &CpuSet, work: &(dyn Fn() + Sync)) -> Result<(), Unanswered> {
+    call_on_within(targets, work, ANSWER_TIMEOUT)
+}
+
+/// [`call_on`] with a chosen answer timeout.
+pub fn call_on_within(
+    targets: &CpuSet,
+    work: &(dyn Fn() + Sync),
+    timeout: Duration,
+) -> Result<(), Unanswered> {
     let me = percpu::current();
     let remote = targets.intersection(&smp::online()).without(me.index);
     let run_here = targets.contains(me.index);
@@ -89,48 +106,76 @@ where
         return Ok(());
     }
 
-    let request = Arc::new(CrossCall {
-        work: Box::new(work),
+    let call = CrossCall {
+        work,
         pending: AtomicCpuSet::new(),
-    });
+    };
     for cpu in &remote {
-        request.pending.insert(cpu, Ordering::Relaxed);
+        call.pending.insert(cpu, Ordering::Relaxed);
     }
+    // SAFETY: the extended reference is only stored in inboxes, and this
+    // function does not return until no inbox holds it and no CPU runs it.
+    let queued: QueuedCall = unsafe { core::mem::transmute::<&CrossCall<'_>, QueuedCall>(&call) };
     let apic = LocalApic::get().expect("the local APIC is set up before cross-calls");
     for cpu in &remote {
         let target = smp::cpu(cpu).expect("online CPUs are registered");
         // The inbox push happens-before the IPI; the handler pops under the
         // same lock, so it sees the request.
-        without_interrupts(|| target.inbox.lock().push_back(Arc::clone(&request)));
+        without_interrupts(|| target.inbox.lock().push_back(queued));
         apic.send(target.apic_id, IpiKind::Fixed(CALL_VECTOR));
         me.count_ipi_sent();
     }
     if run_here {
-        (request.work)();
+        work();
     }
 
-    let deadline = Deadline::after(ANSWER_TIMEOUT);
+    let deadline = Deadline::after(timeout);
+    let mut unanswered = CpuSet::new();
     // Acquire pairs with the targets' Release removal: once a target is gone
     // from `pending`, everything its `work` wrote is visible here.
-    while !request.pending.is_empty(Ordering::Acquire) {
+    while !call.pending.is_empty(Ordering::Acquire) {
         serve_inbox();
         if deadline.has_passed() {
-            return Err(Unanswered {
-                cpus: request.pending.snapshot(Ordering::Acquire),
-            });
+            retract(&call, queued, &mut unanswered);
         }
         core::hint::spin_loop();
     }
-    Ok(())
+    if unanswered.is_empty() {
+        Ok(())
+    } else {
+        Err(Unanswered { cpus: unanswered })
+    }
+}
+
+/// Removes `queued` from the inbox of every CPU still pending that has not
+/// started it; those CPUs go into `unanswered`. A CPU that already started it
+/// is waited for.
+fn retract(call: &CrossCall<'_>, queued: QueuedCall, unanswered: &mut CpuSet) {
+    for cpu in &call.pending.snapshot(Ordering::Acquire) {
+        let Some(target) = smp::cpu(cpu) else {
+            continue;
+        };
+        let removed = without_interrupts(|| {
+            let mut inbox = target.inbox.lock();
+            let before = inbox.len();
+            inbox.retain(|entry| !core::ptr::eq(*entry, queued));
+            inbox.len() != before
+        });
+        if removed {
+            unanswered.insert(cpu);
+            call.pending.remove(cpu, Ordering::Release);
+        }
+    }
 }
 
 /// Runs every cross-call queued for this CPU. Called by the IPI handler, and
 /// by waiting callers so that two CPUs calling each other both progress.
 pub fn serve_inbox() {
     let me = percpu::current();
-    while let Some(request) = without_interrupts(|| me.inbox.lock().pop_front()) {
-        (request.work)();
-        request.pending.remove(me.index, Ordering::Release);
+    while let Some(call) = without_interrupts(|| me.inbox.lock().pop_front()) {
+        (call.work)();
+        // The last access to `call`: after this the caller may return.
+        call.pending.remove(me.index, Ordering::Release);
     }
 }
 

@@ -1,0 +1,177 @@
+//! The system-call ABI between the kernel and its ring-3 programs.
+//!
+//! A program enters the kernel with the `syscall` instruction: the number in
+//! `rax`, up to six arguments in `rdi`, `rsi`, `rdx`, `r10`, `r8`, `r9` (the
+//! Linux x86-64 convention; `rcx` and `r11` are clobbered by the instruction
+//! itself). The result comes back in `rax`: a value `>= 0` on success, or a
+//! negated [`Errno`] on failure.
+//!
+//! This crate is shared by the kernel and the user library so the two can
+//! never disagree about a number. Values follow Linux where Linux has one
+//! (errno values, `PROT_*`, `MAP_*`, `MADV_*`), so the programs read like the
+//! benchmarks they reproduce.
+
+#![no_std]
+#![forbid(unsafe_code)]
+
+/// System-call numbers.
+#[repr(u64)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Syscall {
+    /// `write(buf, len) -> len`: print bytes on the console.
+    Write = 0,
+    /// `exit(code) -> !`: end the whole process.
+    Exit = 1,
+    /// `thread_spawn(entry, stack_top, arg) -> tid`: start a thread in this
+    /// process at `entry(arg)` on the given stack.
+    ThreadSpawn = 2,
+    /// `thread_join(tid) -> value`: wait for a thread of this process.
+    ThreadJoin = 3,
+    /// `thread_exit(value) -> !`: end the calling thread.
+    ThreadExit = 4,
+    /// `yield() -> 0`: let another thread run.
+    Yield = 5,
+    /// `set_affinity(cpu) -> 0`: pin the calling thread to `cpu`, or allow
+    /// every CPU with [`ANY_CPU`]; it migrates at once.
+    SetAffinity = 6,
+    /// `cpu_id() -> cpu`: the CPU the caller runs on.
+    CpuId = 7,
+    /// `sleep(ns) -> 0`.
+    Sleep = 8,
+    /// `clock() -> ns`: nanoseconds since boot.
+    Clock = 9,
+    /// `mmap(addr, len, prot, flags) -> addr`: anonymous memory.
+    Mmap = 10,
+    /// `munmap(addr, len) -> 0`.
+    Munmap = 11,
+    /// `mprotect(addr, len, prot) -> 0`.
+    Mprotect = 12,
+    /// `madvise(addr, len, advice) -> 0`.
+    Madvise = 13,
+    /// `spawn(name, name_len, args, args_len) -> pid`: start a program.
+    Spawn = 14,
+    /// `wait(pid) -> exit code`: wait for a child process to end.
+    Wait = 15,
+    /// `tlb_stats(buf, len) -> bytes`: copy the TLB counters.
+    TlbStats = 16,
+    /// `getpid() -> pid`.
+    GetPid = 17,
+}
+
+impl Syscall {
+    /// Every system call, in number order.
+    pub const ALL: [Syscall; 18] = [
+        Self::Write,
+        Self::Exit,
+        Self::ThreadSpawn,
+        Self::ThreadJoin,
+        Self::ThreadExit,
+        Self::Yield,
+        Self::SetAffinity,
+        Self::CpuId,
+        Self::Sleep,
+        Self::Clock,
+        Self::Mmap,
+        Self::Munmap,
+        Self::Mprotect,
+        Self::Madvise,
+        Self::Spawn,
+        Self::Wait,
+        Self::TlbStats,
+        Self::GetPid,
+    ];
+
+    /// The system call with number `number`, if there is one.
+    pub fn from_number(number: u64) -> Option<Self> {
+        Self::ALL.get(usize::try_from(number).ok()?).copied()
+    }
+}
+
+/// Error numbers (Linux values), returned negated in `rax`.
+#[repr(i64)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Errno {
+    /// Operation not permitted.
+    Perm = 1,
+    /// No such program.
+    NoEnt = 2,
+    /// No such thread or process.
+    Srch = 3,
+    /// No child to wait for.
+    Child = 10,
+    /// Try again (a limit was reached).
+    Again = 11,
+    /// Out of memory.
+    NoMem = 12,
+    /// Bad address: a pointer outside the caller's memory.
+    Fault = 14,
+    /// Invalid argument.
+    Inval = 22,
+    /// No space left (swap).
+    NoSpc = 28,
+    /// Unknown system call.
+    NoSys = 38,
+}
+
+impl Errno {
+    /// The error encoded in a raw return value, if it is one.
+    pub fn from_return(value: i64) -> Option<Self> {
+        Some(match -value {
+            1 => Self::Perm,
+            2 => Self::NoEnt,
+            3 => Self::Srch,
+            10 => Self::Child,
+            11 => Self::Again,
+            12 => Self::NoMem,
+            14 => Self::Fault,
+            22 => Self::Inval,
+            28 => Self::NoSpc,
+            38 => Self::NoSys,
+            _ => return None,
+        })
+    }
+}
+
+/// `set_affinity` argument: run on any CPU.
+pub const ANY_CPU: u64 = u64::MAX;
+
+/// Page protections for `mmap` and `mprotect`.
+pub mod prot {
+    pub const NONE: u64 = 0;
+    pub const READ: u64 = 1;
+    pub const WRITE: u64 = 2;
+    pub const EXEC: u64 = 4;
+    /// Every bit the kernel accepts.
+    pub const ALL: u64 = READ | WRITE | EXEC;
+}
+
+/// `mmap` flags.
+pub mod map {
+    /// Shared between the threads of a process (and still private to it).
+    pub const SHARED: u64 = 0x01;
+    pub const PRIVATE: u64 = 0x02;
+    /// Map exactly at `addr`.
+    pub const FIXED: u64 = 0x10;
+    /// Not backed by a file: demand-zero memory. Required.
+    pub const ANONYMOUS: u64 = 0x20;
+    /// Every bit the kernel accepts.
+    pub const ALL: u64 = SHARED | PRIVATE | FIXED | ANONYMOUS;
+}
+
+/// `madvise` advice values.
+pub mod advice {
+    /// Drop the pages; the next touch sees zeroes.
+    pub const DONTNEED: u64 = 4;
+    /// Reclaim the pages now: write them to swap and free the frames.
+    pub const PAGEOUT: u64 = 21;
+}
+
+/// Page size for every user mapping.
+pub const PAGE_SIZE: u64 = 4096;
+
+/// User programs are linked to start here; the lower half up to
+/// [`USER_END`] belongs to user space.
+pub const USER_IMAGE_BASE: u64 = 0x40_0000;
+
+/// One past the highest user address (the lower canonical half).
+pub const USER_END: u64 = 0x0000_8000_0000_0000;
