@@ -24,14 +24,33 @@
 //! tables speculatively) or the address space is in an ASID transition (a lazy CPU may sit on
 //! a dynamic ASID that the broadcast does not reach); then every CPU in the set is a target.
 //!
-//! ## The handler and the `local + 1` rule
+//! ## The handler, in order
+//! 1. A request for an address space this CPU no longer has loaded: the CPU removes itself
+//!    from the CPU set (its slot's generation will catch it up at switch-in) and returns.
+//! 2. Kernel address space loaded: nothing to do.
+//! 3. Lazy: switch to the kernel address space and return. (Running a kernel thread, the CPU
+//!    needs none of the user mappings, and it must not walk freed tables speculatively.)
+//! 4. The address space has a global ASID but this CPU runs it on a dynamic one (an ASID
+//!    transition straggler): move to the global ASID without a flush and return.
+//! 5. Already on a global ASID: broadcasts keep it current, return.
+//! 6. The generation check below.
+//!
+//! ## The `local + 1` rule
 //! Each CPU's slot says "my TLB is current up to generation `local`". A request carries the
 //! generation `new` its bump produced. If `new <= local` the CPU has already caught up. A
 //! **partial** flush (one INVLPG per unit) is enough only if this request is the *only*
 //! change between `local` and the current generation: `new == local + 1 == current`.
 //! Otherwise some other change (maybe one that needed a full flush) has not been applied
 //! here yet, and the handler flushes everything. Both paths then record `current`. Dropping
-//! the rule lets two concurrent flushes handled in reverse order skip a full flush.
+//! the rule lets two concurrent flushes handled in reverse order skip a full flush: with
+//! `local = 5`, flush A (full, `new = 6`) and flush B (one page, `new = 7`); B arrives first,
+//! a partial flush records 7, then A finds `6 <= 7` and does nothing, so A's pages stay.
+//!
+//! ## Interrupts
+//! Request paths (`flush_tlb_mm_range`, `flush_kernel_range`, `batch_flush`) run with
+//! interrupts **on**: they wait for other CPUs, which may at that moment be waiting for
+//! this one. The handler runs with interrupts **off** (in the IPI, or locally through
+//! [`TlbHardware::without_interrupts`]): it updates the same per-CPU state as `switch_mm`.
 
 use crate::asid::{is_global_asid, pcid_of};
 use crate::context::{AddressSpaceTlb, CTX_KERNEL, CTX_NONE, CTX_SWITCHING};

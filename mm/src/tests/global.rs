@@ -321,3 +321,45 @@ fn software_broadcast_handler_semantics() {
         assert_eq!(ops_of(&m.take_log(), 0), want, "pcid {pcid_on}");
     }
 }
+
+#[test]
+fn trace_events_name_each_decision() {
+    use crate::TraceReason::*;
+    let c = cpus(3);
+    let sys = system(
+        &c,
+        TlbConfig {
+            global_asid_limit: FIRST_GLOBAL_ASID + 1,
+            ..config()
+        },
+    );
+    sys.set_promotion_threshold(2);
+    let m = Machine::new(&sys, true, true);
+    let a = sys.new_address_space(0xa000);
+    run_on(&sys, &m, &a, &[0]);
+    sys.flush_tlb_mm_range(&m.cpu(0), &a, page(0), false);
+    run_on(&sys, &m, &a, &[1, 2]);
+    sys.flush_tlb_mm_range(&m.cpu(0), &a, page(0), false);
+    sys.flush_tlb_mm_range(&m.cpu(0), &a, page(0), false);
+    sys.flush_kernel_range(&m.cpu(1), 0xffff_8000_0000_0000, 0xffff_8000_0000_1000);
+    let b = sys.new_address_space(0xb000);
+    run_on(&sys, &m, &b, &[0]);
+    run_on(&sys, &m, &a, &[0]);
+    sys.switch_mm(&m.cpu(0), sys.kernel_address_space());
+    sys.switch_mm(&m.cpu(1), sys.kernel_address_space());
+    sys.switch_mm(&m.cpu(2), sys.kernel_address_space());
+    sys.release_address_space(&a);
+    sys.use_global_asid(&m.cpu(2), &b);
+    let events = m.traces.take();
+    let reasons: std::vec::Vec<_> = events.iter().map(|e| e.reason).collect();
+    assert_eq!(
+        reasons,
+        [
+            LocalOnly, Ipi, Promotion, Ipi, Broadcast, Kernel, Rollover, Promotion
+        ]
+    );
+    let ipi = &events[1];
+    assert_eq!((ipi.initiator, ipi.ctx_id), (0, Some(a.ctx_id())));
+    assert_eq!(ipi.targets, [0, 1, 2].into_iter().collect::<CpuSet>());
+    assert_eq!(ipi.range, Some((0, 4096)));
+}
