@@ -155,7 +155,8 @@ pub struct TraceEvent {
     pub reason: TraceReason,
 }
 
-#[cfg(test)]
+// loom's atomics only work inside a loom model.
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::string::ToString;

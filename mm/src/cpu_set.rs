@@ -251,7 +251,8 @@ impl core::fmt::Debug for AtomicCpuSet {
     }
 }
 
-#[cfg(test)]
+// loom's atomics only work inside a loom model.
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::vec::Vec;

@@ -121,7 +121,7 @@ mod switch;
 mod sync;
 mod system;
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests;
 
 pub use asid::{

@@ -6,8 +6,11 @@
 //! generation, then read who is loaded), and those races are exactly what random testing on
 //! x86 almost never hits. The [`loom`](https://docs.rs/loom) model checker explores every
 //! interleaving and every reordering the C11 memory model allows, but only if the code under
-//! test uses *its* atomic types. Building with `RUSTFLAGS="--cfg loom"` swaps the types below
-//! for loom's; a normal build is untouched (`no_std`, no unsafe, zero cost).
+//! test uses *its* atomic types. Building with `--cfg loom` swaps the types below for loom's
+//! (`RUSTFLAGS="--cfg loom" RUSTDOCFLAGS="--cfg loom" cargo test -p mm`; loom is a
+//! dependency only under that cfg, and `spin` only without it). A normal build is untouched
+//! (`no_std`, no unsafe, zero cost). Tests that touch atomics outside a loom model are
+//! compiled out under loom.
 //!
 //! Rules the rest of the crate follows so the switch stays trivial:
 //! - constructors are plain (not `const fn`), because loom's atomics cannot be built in a
