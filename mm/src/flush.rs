@@ -105,6 +105,13 @@ impl TlbSystem<'_> {
         }
     }
 
+    /// Flushes all of `mm` and assumes page tables were freed (Linux: `flush_tlb_mm`), e.g.
+    /// after tearing down a whole range of page tables. Same rules as
+    /// [`TlbSystem::flush_tlb_mm_range`].
+    pub fn flush_tlb_mm(&self, hw: &impl TlbHardware, mm: &AddressSpaceTlb) {
+        self.flush_tlb_mm_range(hw, mm, FlushRange::All, true);
+    }
+
     fn apply_ceiling(&self, me: CpuId, range: FlushRange) -> FlushRange {
         match range.units() {
             Some(units) if units > self.flush_ceiling() => {

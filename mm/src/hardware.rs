@@ -161,6 +161,15 @@ pub enum FlushRange {
 }
 
 impl FlushRange {
+    /// The 4 KiB pages covering `start..end` (`start` rounded down, `end` rounded up).
+    pub fn pages(start: u64, end: u64) -> Self {
+        FlushRange::Range {
+            start: start & !0xfff,
+            end: end.div_ceil(4096) * 4096,
+            stride_shift: 12,
+        }
+    }
+
     /// Number of stride units in the range (`None` for [`FlushRange::All`]).
     pub fn units(&self) -> Option<u64> {
         match *self {

@@ -359,3 +359,22 @@ fn flush_all_reaches_everyone() {
     assert_eq!(ipis(&log), [CpuSet::single(0)]);
     assert_eq!(ops_of(&log, 0), [Op::FlushEverything]);
 }
+
+#[test]
+fn whole_address_space_flush_reaches_lazy_cpus() {
+    let c = cpus(2);
+    let sys = system(&c, no_trim());
+    let m = Machine::new(&sys, true, false);
+    let a = sys.new_address_space(0xa000);
+    sys.switch_mm(&m.cpu(0), &a);
+    sys.switch_mm(&m.cpu(1), &a);
+    sys.enter_lazy(&m.cpu(1));
+    m.now.set(1);
+    m.take_log();
+    sys.flush_tlb_mm(&m.cpu(0), &a);
+    let log = m.take_log();
+    assert_eq!(ipis(&log), [CpuSet::single(1)]);
+    assert_eq!(ops_of(&log, 0)[1], Op::FlushPcid(pcid_of(1)));
+    assert_eq!(FlushRange::pages(0x1234, 0x3001), pages(1, 3));
+    assert_eq!(FlushRange::pages(0x1000, 0x2000).units(), Some(1));
+}
