@@ -35,6 +35,10 @@ pub(crate) struct AsidSlot {
 
 /// A CPU's TLB state (see the module docs). The kernel allocates one per possible CPU and
 /// passes the slice to [`crate::TlbSystem::new`].
+///
+/// Aligned to a cache line so that one CPU's updates (switches, counters) do not bounce the
+/// line that flushers on other CPUs read for its neighbour.
+#[repr(align(64))]
 pub struct CpuTlbState {
     pub(crate) loaded: AtomicU64,
     pub(crate) loaded_asid: AtomicU16,
