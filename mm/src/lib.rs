@@ -48,19 +48,30 @@
 //!    ASID.
 //!
 //! ## What the kernel does
-//! * At boot: allocate one [`CpuTlbState`] per possible CPU, create the [`TlbSystem`] with the
-//!   kernel page-table root, and call [`TlbSystem::init_cpu`] on each CPU as it comes up.
-//! * Per process: [`TlbSystem::new_address_space`] with its page-table root; before freeing it,
-//!   once no CPU has it loaded (even lazily), [`TlbSystem::release_address_space`].
-//! * Context switch (interrupts off): to a user thread, [`TlbSystem::switch_mm`]; to a kernel
-//!   thread or idle, [`TlbSystem::enter_lazy`].
-//! * After changing page tables (interrupts on, no migration):
-//!   [`TlbSystem::flush_tlb_mm_range`], [`TlbSystem::flush_kernel_range`], or for reclaim
-//!   [`TlbSystem::batch_add_pending`] then [`TlbSystem::batch_flush`]. Free page-table pages
-//!   and frames only after these return.
-//! * Flush IPI handler: [`TlbSystem::handle_flush_ipi`]; a software broadcast backend's IPI
-//!   handler: [`TlbSystem::handle_broadcast_ipi`].
-//!
+//! * At boot: allocate one [`CpuTlbState`] per possible CPU (a leaked `Vec` is fine), create
+//!   the [`TlbSystem`] with the kernel page-table root and a [`TlbConfig`] from the command
+//!   line, and call [`TlbSystem::init_cpu`] on each CPU as it comes up (interrupts off,
+//!   before it is marked online). Choose the broadcast backend once, at boot: hardware
+//!   INVLPGB only with PCIDs on (a PCID-tagged INVLPGB with PCIDE off raises #GP), the
+//!   software backend in any mode, or none.
+//! * Per process: [`TlbSystem::new_address_space`] with its page-table root, kept inside the
+//!   process. Before dropping it, once no CPU has it loaded, *lazily included*,
+//!   [`TlbSystem::release_address_space`]. The simple way: each CPU holds a reference to
+//!   the process whose address space it last switched to and drops it at its next switch.
+//! * Context switch (interrupts off): to a user thread, [`TlbSystem::switch_mm`] (also when
+//!   returning from a kernel thread to the same process); to a kernel thread or idle,
+//!   [`TlbSystem::enter_lazy`] instead.
+//! * After changing page tables (preemption off, **interrupts on**):
+//!   [`TlbSystem::flush_tlb_mm_range`] (`freed_tables` if page-table pages are going away),
+//!   [`TlbSystem::flush_kernel_range`], or for reclaim [`TlbSystem::batch_add_pending`] per
+//!   address space, then one [`TlbSystem::batch_flush`]. Free page-table pages and frames
+//!   only after these return.
+//! * Flush IPI handler (interrupts off): [`TlbSystem::handle_flush_ipi`] with the request the
+//!   sender passed to [`TlbHardware::send_flush_ipis`], then acknowledge; a software
+//!   broadcast backend's IPI handler: [`TlbSystem::handle_broadcast_ipi`].
+//! * Statistics: [`CpuTlbState::counters`] per CPU or [`TlbSystem::total_counters`]; a
+//!   [`CounterSnapshot`] prints as one `key=value` line. Trace: [`TlbHardware::trace`].
+
 //! ## Reference checklist (linux-tlb-shootdown.md §8) → tests
 //! Unit tests live in `src/tests/` (several CPUs driven from one thread through a recording
 //! fake of the hardware, so every decision is checked exactly) and next to each module; the
