@@ -9,3 +9,14 @@ mod batching;
 mod flushing;
 mod global;
 mod switching;
+
+/// The kernel keeps these in statics and passes requests between CPUs.
+#[test]
+fn shared_types_are_send_and_sync() {
+    fn shared<T: Send + Sync>() {}
+    shared::<crate::TlbSystem<'static>>();
+    shared::<crate::AddressSpaceTlb>();
+    shared::<crate::CpuTlbState>();
+    shared::<crate::FlushRequest<'static>>();
+    shared::<crate::AtomicCpuSet>();
+}
