@@ -1,0 +1,210 @@
+//! One typed wrapper per system call (see [`abi::Syscall`] for what each
+//! does), returning `Result<_, Errno>`.
+//!
+//! Most wrappers are safe: the kernel validates every pointer and length,
+//! and the ones passed here come from Rust references. A few are `unsafe`
+//! because their *success* could break Rust's rules: unmapping or
+//! re-protecting memory that references still point to, or starting a
+//! thread at an arbitrary address.
+
+use abi::{Errno, Syscall, map};
+
+use crate::raw::{syscall0, syscall1, syscall2, syscall3, syscall4};
+
+/// Turns a raw result into `Ok(value)` or the error it encodes.
+///
+/// # Panics
+///
+/// On a negative value that is no known [`Errno`]: a kernel bug.
+fn result(raw: i64) -> Result<u64, Errno> {
+    match u64::try_from(raw) {
+        Ok(value) => Ok(value),
+        Err(_) => Err(Errno::from_return(raw)
+            .unwrap_or_else(|| panic!("the kernel returned {raw}, which is no errno"))),
+    }
+}
+
+/// Prints `bytes` on the console and returns how many were written.
+pub fn write(bytes: &[u8]) -> Result<usize, Errno> {
+    // SAFETY: the kernel only reads the buffer, which the slice owns.
+    let raw = unsafe {
+        syscall2(
+            Syscall::Write as u64,
+            bytes.as_ptr() as u64,
+            bytes.len() as u64,
+        )
+    };
+    result(raw).map(|written| written as usize)
+}
+
+/// Ends the whole process (every thread) with exit status `code`.
+pub fn exit(code: i32) -> ! {
+    // Passed zero-extended (`-1` is `0xffff_ffff`), so that `wait`'s result
+    // is never negative and cannot be mistaken for an error.
+    // SAFETY: ending the process cannot break anything in it.
+    unsafe { syscall1(Syscall::Exit as u64, u64::from(code as u32)) };
+    // The kernel never returns from `exit`; if it did, die by a fault rather
+    // than run on.
+    // SAFETY: `ud2` raises an invalid-opcode exception and never continues.
+    unsafe { core::arch::asm!("ud2", options(noreturn)) }
+}
+
+/// Starts a thread of this process at `entry` with `rdi = arg` and
+/// `rsp = stack_top - 8`; returns its thread id. [`crate::thread::spawn`]
+/// is the safe way to use this.
+///
+/// # Safety
+///
+/// `entry` must be a function that never returns (it ends with
+/// [`thread_exit`]) and `stack_top` the 16-byte aligned top of memory that
+/// nothing else uses while the thread runs.
+pub unsafe fn thread_spawn(entry: u64, stack_top: u64, arg: u64) -> Result<u64, Errno> {
+    // SAFETY: the caller upholds the contract above.
+    result(unsafe { syscall3(Syscall::ThreadSpawn as u64, entry, stack_top, arg) })
+}
+
+/// Waits for thread `tid` to end and returns the value it passed to
+/// [`thread_exit`].
+pub fn thread_join(tid: u64) -> Result<u64, Errno> {
+    // SAFETY: waiting touches no memory of this process.
+    result(unsafe { syscall1(Syscall::ThreadJoin as u64, tid) })
+}
+
+/// Ends the calling thread; `value` goes to whoever joins it.
+pub fn thread_exit(value: u64) -> ! {
+    // SAFETY: ending this thread cannot break the others.
+    unsafe { syscall1(Syscall::ThreadExit as u64, value) };
+    // SAFETY: as in `exit`.
+    unsafe { core::arch::asm!("ud2", options(noreturn)) }
+}
+
+/// Lets another thread run on this CPU.
+pub fn yield_now() -> Result<(), Errno> {
+    // SAFETY: touches no memory of this process.
+    result(unsafe { syscall0(Syscall::Yield as u64) }).map(drop)
+}
+
+/// Pins the calling thread to `cpu`, or lets it run anywhere with
+/// [`abi::ANY_CPU`]. The thread is on that CPU when this returns.
+pub fn set_affinity(cpu: u64) -> Result<(), Errno> {
+    // SAFETY: touches no memory of this process.
+    result(unsafe { syscall1(Syscall::SetAffinity as u64, cpu) }).map(drop)
+}
+
+/// The CPU the caller runs on (it may have moved by the time you look).
+pub fn cpu_id() -> Result<u64, Errno> {
+    // SAFETY: touches no memory of this process.
+    result(unsafe { syscall0(Syscall::CpuId as u64) })
+}
+
+/// Sleeps for at least `ns` nanoseconds.
+pub fn sleep(ns: u64) -> Result<(), Errno> {
+    // SAFETY: touches no memory of this process.
+    result(unsafe { syscall1(Syscall::Sleep as u64, ns) }).map(drop)
+}
+
+/// Nanoseconds since boot, the same clock on every CPU.
+pub fn clock() -> Result<u64, Errno> {
+    // SAFETY: touches no memory of this process.
+    result(unsafe { syscall0(Syscall::Clock as u64) })
+}
+
+/// Maps `len` bytes (rounded up to whole pages) of fresh, zero-filled
+/// memory wherever the kernel likes, with protection `prot` (see
+/// [`abi::prot`]).
+pub fn mmap_anonymous(len: usize, prot: u64) -> Result<*mut u8, Errno> {
+    // Without `FIXED` the kernel picks unused addresses, so nothing that
+    // exists can be affected.
+    // SAFETY: a new mapping does not change existing memory.
+    unsafe { mmap(0, len, prot, map::PRIVATE | map::ANONYMOUS) }
+}
+
+/// `mmap` with every argument: `addr` is a hint, or the exact address with
+/// [`abi::map::FIXED`].
+///
+/// # Safety
+///
+/// With `FIXED`, the new mapping replaces whatever was at `addr`; nothing
+/// may still refer to that memory.
+pub unsafe fn mmap(addr: u64, len: usize, prot: u64, flags: u64) -> Result<*mut u8, Errno> {
+    // SAFETY: the caller upholds the contract above.
+    let raw = unsafe { syscall4(Syscall::Mmap as u64, addr, len as u64, prot, flags) };
+    result(raw).map(|addr| addr as *mut u8)
+}
+
+/// Unmaps the pages of `addr..addr + len`.
+///
+/// # Safety
+///
+/// Nothing may use that memory afterwards.
+pub unsafe fn munmap(addr: *mut u8, len: usize) -> Result<(), Errno> {
+    // SAFETY: the caller upholds the contract above.
+    result(unsafe { syscall2(Syscall::Munmap as u64, addr as u64, len as u64) }).map(drop)
+}
+
+/// Changes the protection of the pages of `addr..addr + len`.
+///
+/// # Safety
+///
+/// No reference into that memory may be used in a way the new protection
+/// forbids (such an access kills the process).
+pub unsafe fn mprotect(addr: *mut u8, len: usize, prot: u64) -> Result<(), Errno> {
+    // SAFETY: the caller upholds the contract above.
+    result(unsafe { syscall3(Syscall::Mprotect as u64, addr as u64, len as u64, prot) }).map(drop)
+}
+
+/// Gives the kernel advice about `addr..addr + len` (see [`abi::advice`]):
+/// `DONTNEED` drops the pages (they read as zero afterwards), `PAGEOUT`
+/// moves them to swap (their content comes back on the next touch).
+///
+/// # Safety
+///
+/// With `DONTNEED` the memory's content is lost; nothing may rely on it.
+pub unsafe fn madvise(addr: *mut u8, len: usize, advice: u64) -> Result<(), Errno> {
+    // SAFETY: the caller upholds the contract above.
+    result(unsafe { syscall3(Syscall::Madvise as u64, addr as u64, len as u64, advice) }).map(drop)
+}
+
+/// Starts program `name` from the ramdisk with the argument string `args`;
+/// returns its process id.
+pub fn spawn(name: &str, args: &str) -> Result<u64, Errno> {
+    // SAFETY: the kernel only reads the two strings.
+    let raw = unsafe {
+        syscall4(
+            Syscall::Spawn as u64,
+            name.as_ptr() as u64,
+            name.len() as u64,
+            args.as_ptr() as u64,
+            args.len() as u64,
+        )
+    };
+    result(raw)
+}
+
+/// Waits for child process `pid` to end and returns its exit code (the
+/// 32 bits [`exit`] passed, read back as a signed number).
+pub fn wait(pid: u64) -> Result<i32, Errno> {
+    // SAFETY: waiting touches no memory of this process.
+    result(unsafe { syscall1(Syscall::Wait as u64, pid) }).map(|code| code as u32 as i32)
+}
+
+/// Copies the kernel's TLB counters into `buffer`; returns the number of
+/// bytes written.
+pub fn tlb_stats(buffer: &mut [u8]) -> Result<usize, Errno> {
+    // Any bytes are valid `u8`s.
+    // SAFETY: the kernel writes at most `buffer.len()` bytes, into our slice.
+    let raw = unsafe {
+        syscall2(
+            Syscall::TlbStats as u64,
+            buffer.as_mut_ptr() as u64,
+            buffer.len() as u64,
+        )
+    };
+    result(raw).map(|written| written as usize)
+}
+
+/// This process's id.
+pub fn getpid() -> Result<u64, Errno> {
+    // SAFETY: touches no memory of this process.
+    result(unsafe { syscall0(Syscall::GetPid as u64) })
+}
