@@ -2,7 +2,7 @@
 //!
 //! Each `print!` formats into a buffer on the stack and hands it to the
 //! kernel in as few `write` calls as possible (one, for anything up to
-//! [`LINE_BUFFER`] bytes), so the lines of threads printing at the same time
+//! `LINE_BUFFER` bytes), so the lines of threads printing at the same time
 //! come out whole instead of interleaved word by word.
 
 use core::fmt::{self, Write};

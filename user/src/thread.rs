@@ -2,7 +2,7 @@
 //!
 //! There is no heap, so the closure travels on the new thread's own stack:
 //! `spawn` maps [`STACK_SIZE`] bytes, moves the closure to the top of that
-//! memory and asks the kernel to start [`trampoline`] just below it. The
+//! memory and asks the kernel to start `trampoline` just below it. The
 //! trampoline moves the closure out, runs it and passes its result to
 //! `thread_exit`, because a thread entry has nowhere to return to.
 //!
