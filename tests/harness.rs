@@ -86,23 +86,33 @@ fn page_fault_in_a_test_prints_registers_and_fails() {
 }
 
 #[test]
-fn hanging_test_is_caught_by_the_timeout_and_named() {
+fn hanging_test_is_caught_by_the_stall_timeout_and_named() {
+    let silence = Duration::from_secs(20);
     let run = boot(
         QemuConfig::default()
             .cpus(1)
             .cmdline("test=harness::hangs")
-            .timeout(Duration::from_secs(15)),
+            .stall_timeout(silence),
     );
+    assert_eq!(run.outcome, Outcome::Stalled(silence), "{}", run.describe());
     assert_eq!(
-        run.outcome,
-        Outcome::Timeout(Duration::from_secs(15)),
+        run.test_report().unfinished.as_deref(),
+        Some("harness::hangs"),
         "{}",
         run.describe()
     );
-    assert_eq!(
-        run.test_report().unfinished.as_deref(),
-        Some("harness::hangs")
+}
+
+#[test]
+fn overall_timeout_stops_a_busy_run() {
+    let limit = Duration::from_secs(25);
+    let run = boot(
+        QemuConfig::default()
+            .cpus(1)
+            .cmdline("test=harness::hangs")
+            .timeout(limit),
     );
+    assert_eq!(run.outcome, Outcome::Timeout(limit), "{}", run.describe());
 }
 
 #[test]

@@ -34,6 +34,9 @@ struct Args {
     /// Kill the run after this many seconds.
     #[arg(long, default_value_t = 120)]
     timeout: u64,
+    /// Kill the run if the kernel prints nothing for this many seconds.
+    #[arg(long)]
+    stall_timeout: Option<u64>,
     /// Kernel command line words (key=value).
     kernel_options: Vec<String>,
 }
@@ -63,6 +66,7 @@ pub fn main() -> ExitCode {
         },
         gdb: args.gdb,
         timeout: Duration::from_secs(args.timeout),
+        stall_timeout: args.stall_timeout.map(Duration::from_secs),
         cmdline: args.kernel_options.join(" "),
         echo: true,
     };

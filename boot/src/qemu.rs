@@ -30,6 +30,9 @@ const KERNEL_ENTRY_LINE: &str = "shootdown: kernel entered";
 /// Where Debian's `ovmf` package puts the firmware.
 const OVMF_PATHS: &[&str] = &["/usr/share/ovmf/OVMF.fd", "/usr/share/OVMF/OVMF_CODE.fd"];
 
+/// How often the runner checks the timeouts.
+const POLL_INTERVAL: Duration = Duration::from_millis(200);
+
 /// How many lines of serial output a failure shows.
 const TAIL_LINES: usize = 40;
 
@@ -59,6 +62,9 @@ pub struct QemuConfig {
     /// Start QEMU's GDB stub on tcp::1234 and wait for the debugger.
     pub gdb: bool,
     pub timeout: Duration,
+    /// Kill the run if the kernel prints nothing for this long: a hung
+    /// kernel is silent, so this catches hangs long before `timeout`.
+    pub stall_timeout: Option<Duration>,
     /// The kernel command line, passed through fw_cfg.
     pub cmdline: String,
     /// Copy the serial output to our stdout as it arrives.
@@ -75,6 +81,7 @@ impl Default for QemuConfig {
             firmware: Firmware::Bios,
             gdb: false,
             timeout: Duration::from_secs(120),
+            stall_timeout: None,
             cmdline: String::new(),
             echo: false,
         }
@@ -94,6 +101,11 @@ impl QemuConfig {
 
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    pub fn stall_timeout(mut self, silence: Duration) -> Self {
+        self.stall_timeout = Some(silence);
         self
     }
 
@@ -219,6 +231,8 @@ pub enum Outcome {
     UnexpectedExit(Option<i32>),
     /// The run outlived its timeout and was killed.
     Timeout(Duration),
+    /// The kernel printed nothing for this long and was killed.
+    Stalled(Duration),
 }
 
 impl Outcome {
@@ -249,6 +263,11 @@ impl std::fmt::Display for Outcome {
                 write!(f, "QEMU exited with status {code} without a kernel report")
             }
             Self::UnexpectedExit(None) => write!(f, "QEMU was killed by a signal"),
+            Self::Stalled(silence) => write!(
+                f,
+                "no output for {} s (hung?); QEMU was killed",
+                silence.as_secs_f64()
+            ),
             Self::Timeout(limit) => write!(
                 f,
                 "timed out after {} s; QEMU was killed",
@@ -317,11 +336,16 @@ pub fn run(config: &QemuConfig) -> Result<Run, RunError> {
         .map_err(RunError::NoQemu)?;
 
     let serial = Arc::new(Mutex::new(Vec::new()));
+    let last_output = Arc::new(Mutex::new(Instant::now()));
     let kernel_entry = Arc::new(Mutex::new(None));
     let stdout = child.stdout.take().expect("stdout is piped");
     let stdout_reader = {
-        let (serial, kernel_entry, echo) =
-            (Arc::clone(&serial), Arc::clone(&kernel_entry), config.echo);
+        let (serial, kernel_entry, last_output, echo) = (
+            Arc::clone(&serial),
+            Arc::clone(&kernel_entry),
+            Arc::clone(&last_output),
+            config.echo,
+        );
         thread::spawn(move || {
             for line in BufReader::new(stdout).split(b'\n').map_while(Result::ok) {
                 let line = String::from_utf8_lossy(&line)
@@ -330,6 +354,7 @@ pub fn run(config: &QemuConfig) -> Result<Run, RunError> {
                 if line.contains(KERNEL_ENTRY_LINE) {
                     kernel_entry.lock().unwrap().get_or_insert(start.elapsed());
                 }
+                *last_output.lock().unwrap() = Instant::now();
                 if echo {
                     println!("{line}");
                 }
@@ -344,18 +369,26 @@ pub fn run(config: &QemuConfig) -> Result<Run, RunError> {
         text
     });
 
-    let waited = if config.gdb {
-        child.wait().map(Some)
-    } else {
-        child.wait_timeout(config.timeout)
-    };
-    let outcome = match waited {
-        Ok(Some(status)) => Outcome::from_status(status.code()),
-        Ok(None) | Err(_) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            Outcome::Timeout(config.timeout)
-        }
+    let outcome = loop {
+        let waited = if config.gdb {
+            child.wait().map(Some)
+        } else {
+            child.wait_timeout(POLL_INTERVAL)
+        };
+        let give_up = match waited {
+            Ok(Some(status)) => break Outcome::from_status(status.code()),
+            Err(_) => Outcome::UnexpectedExit(None),
+            Ok(None) if start.elapsed() >= config.timeout => Outcome::Timeout(config.timeout),
+            Ok(None) => match config.stall_timeout {
+                Some(silence) if last_output.lock().unwrap().elapsed() >= silence => {
+                    Outcome::Stalled(silence)
+                }
+                _ => continue,
+            },
+        };
+        let _ = child.kill();
+        let _ = child.wait();
+        break give_up;
     };
     let elapsed = start.elapsed();
     let _ = stdout_reader.join();
