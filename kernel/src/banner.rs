@@ -88,4 +88,12 @@ pub fn print(cpu: &CpuFeatures, memory: &MemorySummary, smp: &SmpSummary) {
         smp.apic_timer_hz / 1_000_000,
         crate::smp::timer::TICK_HZ
     );
+    if let Some(initrd) = crate::initrd::get() {
+        let names: alloc::vec::Vec<&str> = initrd.names().collect();
+        println!(
+            "programs: {} in the ramdisk: {}",
+            names.len(),
+            names.join(" ")
+        );
+    }
 }

@@ -28,6 +28,8 @@ pub enum Workload {
     Tests,
     /// Print the names of all in-kernel tests.
     ListTests,
+    /// Run one user program from the ramdisk and wait for it.
+    Program,
 }
 
 /// Everything the command line can set.
@@ -37,6 +39,8 @@ pub struct Options {
     /// Substring filters for test names (`test=a,b`); empty means all.
     pub test_filters: Vec<String>,
     pub log_level: LevelFilter,
+    /// The program for [`Workload::Program`] and its argument string.
+    pub program: Option<(String, String)>,
 }
 
 impl Default for Options {
@@ -45,6 +49,7 @@ impl Default for Options {
             workload: Workload::Demo,
             test_filters: Vec::new(),
             log_level: LevelFilter::Info,
+            program: None,
         }
     }
 }
@@ -83,7 +88,22 @@ const OPTIONS: &[OptionSpec] = &[
         values: "off | error | warn | info | debug | trace",
         apply: apply_log,
     },
+    OptionSpec {
+        name: "exec",
+        values: "program[:arg,arg,...] from the ramdisk (commas become spaces)",
+        apply: apply_exec,
+    },
 ];
+
+fn apply_exec(options: &mut Options, value: &str) -> Result<(), ()> {
+    let (name, args) = value.split_once(':').unwrap_or((value, ""));
+    if name.is_empty() {
+        return Err(());
+    }
+    options.workload = Workload::Program;
+    options.program = Some((String::from(name), args.replace(',', " ")));
+    Ok(())
+}
 
 fn apply_run(options: &mut Options, value: &str) -> Result<(), ()> {
     options.workload = match value {
@@ -210,7 +230,16 @@ pub mod tests {
                 workload: Workload::Tests,
                 test_filters: vec![String::from("frames::"), String::from("heap")],
                 log_level: log::LevelFilter::Debug,
+                program: None,
             })
+        );
+        let exec = parse("exec=threads:4,2").map(|options| (options.workload, options.program));
+        check_eq!(
+            exec,
+            Ok((
+                Workload::Program,
+                Some((String::from("threads"), String::from("4 2")))
+            ))
         );
         check_eq!(
             parse("run=list").map(|options| options.workload),

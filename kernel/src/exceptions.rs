@@ -45,9 +45,13 @@ const NAMES: [&str; 32] = [
     "reserved vector 31",
 ];
 
-/// Handles CPU exception `frame.vector` (0-31).
-pub fn handle(frame: &TrapFrame) -> ! {
+/// Handles CPU exception `frame.vector` (0-31). Those raised by ring 3 go
+/// to the process's fault handler; in the kernel every one is fatal.
+pub fn handle(frame: &mut TrapFrame) {
     let name = NAMES[frame.vector as usize];
+    if frame.interrupted_user() {
+        return crate::task::fault::handle(frame, name);
+    }
     if frame.vector == PAGE_FAULT {
         let address = cpu::page_fault_address();
         crate::fatal::stop(

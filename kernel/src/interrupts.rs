@@ -4,12 +4,16 @@
 //! |-------------|-------------------------------------------|
 //! | 0x20        | local APIC timer ([`crate::smp::timer`])  |
 //! | 0xE0-0xEF   | legacy PICs, masked (spurious only)       |
-//! | 0xF0        | cross-CPU call IPI ([`crate::arch::ipi`])       |
+//! | 0xF0        | cross-CPU call IPI ([`crate::arch::ipi`]) |
+//! | 0xF1        | reschedule IPI ([`crate::task::sched`])   |
 //! | 0xFF        | local APIC spurious interrupt             |
 
 use core::sync::atomic::Ordering;
 
-use crate::arch::{apic::LocalApic, percpu, pic::PIC_VECTOR_BASE, trap::TrapFrame};
+use crate::{
+    arch::{apic::LocalApic, percpu, pic::PIC_VECTOR_BASE, trap::TrapFrame},
+    task::{self, sched},
+};
 
 pub const TIMER_VECTOR: u8 = 0x20;
 pub const SPURIOUS_VECTOR: u8 = 0xFF;
@@ -21,10 +25,25 @@ pub fn dispatch(frame: &TrapFrame) {
         TIMER_VECTOR => {
             percpu::current().ticks.fetch_add(1, Ordering::Relaxed);
             end_of_interrupt();
+            sched::tick();
+            // Preemption: only ring 3 is ever interrupted mid-time-slice
+            // (the kernel is not preemptible, see `task::sched`).
+            if frame.interrupted_user() {
+                sched::yield_now();
+            }
         }
         crate::arch::ipi::CALL_VECTOR => {
             crate::arch::ipi::handle_call_ipi();
             end_of_interrupt();
+        }
+        sched::RESCHEDULE_VECTOR => {
+            percpu::current()
+                .ipis_received
+                .fetch_add(1, Ordering::Relaxed);
+            end_of_interrupt();
+            if frame.interrupted_user() {
+                sched::yield_now();
+            }
         }
         // Spurious interrupts are not in service: no EOI.
         SPURIOUS_VECTOR => {}
@@ -33,6 +52,9 @@ pub fn dispatch(frame: &TrapFrame) {
             format_args!("unexpected interrupt vector {vector:#x}"),
             Some(frame),
         ),
+    }
+    if frame.interrupted_user() {
+        task::before_return_to_user();
     }
 }
 

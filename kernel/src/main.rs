@@ -28,14 +28,18 @@ mod banner;
 mod cmdline;
 mod console;
 mod cpu_features;
+mod elf;
 mod exceptions;
 mod fatal;
+mod initrd;
 mod interrupts;
 mod ktest;
 mod logger;
 mod memory;
 mod smp;
+mod task;
 mod time;
+mod tlb;
 
 use bootloader_api::{BootInfo, BootloaderConfig, config::Mapping, entry_point};
 use spin::Once;
@@ -78,6 +82,8 @@ fn kernel_main(boot_info: &'static mut BootInfo) -> ! {
 
     let memory = memory::init(boot_info)
         .unwrap_or_else(|error| fatal::stop(format_args!("memory: {error}"), None));
+    initrd::init(boot_info)
+        .unwrap_or_else(|error| fatal::stop(format_args!("ramdisk: {error}"), None));
     let options = cmdline::load().unwrap_or_else(|error| {
         fatal::stop(format_args!("rejected kernel command line: {error}"), None)
     });
@@ -100,6 +106,10 @@ fn kernel_main(boot_info: &'static mut BootInfo) -> ! {
             ktest::list();
             QemuExitCode::Success
         }
+        Workload::Program => {
+            let (name, args) = options.program.as_ref().expect("exec= sets the program");
+            run_program(name, args)
+        }
         Workload::Tests => match ktest::run(&options.test_filters) {
             Ok(true) => QemuExitCode::Success,
             Ok(false) => QemuExitCode::Failure,
@@ -107,4 +117,23 @@ fn kernel_main(boot_info: &'static mut BootInfo) -> ! {
         },
     };
     exit_qemu(outcome)
+}
+
+/// Runs one user program to completion; success if it exits with 0.
+fn run_program(name: &str, args: &str) -> QemuExitCode {
+    match task::loader::spawn(name, args, None) {
+        Ok(process) => {
+            let code = process.wait().unwrap_or(-1);
+            println!("exec: {name} (pid {}) exited with {code}", process.pid);
+            if code == 0 {
+                QemuExitCode::Success
+            } else {
+                QemuExitCode::Failure
+            }
+        }
+        Err(errno) => {
+            println!("exec: cannot start {name}: {errno:?}");
+            QemuExitCode::Failure
+        }
+    }
 }

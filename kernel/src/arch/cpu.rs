@@ -50,11 +50,15 @@ pub fn enable_interrupts() {
     interrupts::enable();
 }
 
-/// Idles this CPU for good: halts until an interrupt, handles it, halts again.
-pub fn idle_forever() -> ! {
-    loop {
-        interrupts::enable_and_hlt();
-    }
+/// Disables maskable interrupts on this CPU.
+pub fn disable_interrupts() {
+    interrupts::disable();
+}
+
+/// Enables interrupts and halts in one step (`sti; hlt`): an interrupt that
+/// arrives after the caller's last check still ends the halt.
+pub fn enable_interrupts_and_halt() {
+    interrupts::enable_and_hlt();
 }
 
 /// The physical address of the active top-level page table.

@@ -113,8 +113,9 @@ pub fn call_on_within(
     for cpu in &remote {
         call.pending.insert(cpu, Ordering::Relaxed);
     }
-    // SAFETY: the extended reference is only stored in inboxes, and this
+    // The extended reference is only stored in inboxes, and this
     // function does not return until no inbox holds it and no CPU runs it.
+    // SAFETY: `call_on` outlives every use of the extended reference.
     let queued: QueuedCall = unsafe { core::mem::transmute::<&CrossCall<'_>, QueuedCall>(&call) };
     let apic = LocalApic::get().expect("the local APIC is set up before cross-calls");
     for cpu in &remote {

@@ -8,6 +8,7 @@
 //! ordinary safe Rust built on the small, safe interfaces exported here.
 
 pub mod apic;
+pub mod context;
 pub mod cpu;
 pub mod cpuid;
 pub mod fw_cfg;
@@ -20,7 +21,10 @@ pub mod percpu;
 pub mod phys;
 pub mod pic;
 pub mod qemu_exit;
+pub mod ramdisk;
 pub mod serial;
+pub mod syscall;
+pub mod tlb;
 pub mod trampoline;
 pub mod trap;
 pub mod tsc;

@@ -37,7 +37,7 @@ struct KernelFrames;
 // else; the mapper zeroes them before using them as page tables.
 unsafe impl FrameAllocator<Size4KiB> for KernelFrames {
     fn allocate_frame(&mut self) -> Option<PhysFrame<Size4KiB>> {
-        frames::allocate().map(PhysFrame::containing_address)
+        frames::allocate().map(|frame| PhysFrame::containing_address(frame.address()))
     }
 }
 

@@ -14,7 +14,7 @@ use core::mem::MaybeUninit;
 use spin::Once;
 use x86_64::{PhysAddr, VirtAddr};
 
-use crate::memory::frames::{FRAME_SIZE, PermanentFrames};
+use crate::memory::frames::{FRAME_SIZE, Frame, PermanentFrames};
 
 static OFFSET: Once<u64> = Once::new();
 
@@ -69,4 +69,69 @@ pub fn read_bytes(addr: PhysAddr, buffer: &mut [u8]) {
         // SAFETY: a mapped, unaliased byte, read volatile.
         *byte = unsafe { core::ptr::read_volatile(start.add(offset)) };
     }
+}
+
+// Access to allocator frames (page tables and user pages). No Rust object
+// ever lives in such a frame, so volatile and atomic accesses through the
+// offset mapping cannot alias a reference; races between CPUs on a frame's
+// contents are the callers' protocol to prevent (page-table locks).
+
+fn frame_pointer(frame: Frame, offset: usize, len: usize) -> *mut u8 {
+    assert!(
+        offset.checked_add(len).is_some_and(|end| end <= FRAME_SIZE),
+        "access beyond the frame"
+    );
+    // The offset mapping covers all RAM and `offset + len` stays in the frame.
+    to_virt(frame.address())
+        .as_mut_ptr::<u8>()
+        .wrapping_add(offset)
+}
+
+/// Fills `frame` with zeroes.
+pub fn zero_frame(frame: Frame) {
+    let start = frame_pointer(frame, 0, FRAME_SIZE);
+    // SAFETY: a whole allocator frame, mapped and holding no Rust object.
+    unsafe { core::ptr::write_bytes(start, 0, FRAME_SIZE) };
+}
+
+/// Copies `buffer.len()` bytes at `offset` in `frame` into `buffer`.
+pub fn read_frame(frame: Frame, offset: usize, buffer: &mut [u8]) {
+    let source = frame_pointer(frame, offset, buffer.len());
+    // In-bounds bytes of an allocator frame (checked above), which
+    // cannot overlap `buffer` (a Rust object, so not in such a frame).
+    // SAFETY: in-bounds bytes of an allocator frame, disjoint from `buffer`.
+    unsafe { core::ptr::copy_nonoverlapping(source, buffer.as_mut_ptr(), buffer.len()) };
+}
+
+/// Copies `data` into `frame` at `offset`.
+pub fn write_frame(frame: Frame, offset: usize, data: &[u8]) {
+    let destination = frame_pointer(frame, offset, data.len());
+    // SAFETY: in-bounds bytes of an allocator frame, not overlapping `data`.
+    unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), destination, data.len()) };
+}
+
+fn table_entry(table: Frame, index: usize) -> &'static core::sync::atomic::AtomicU64 {
+    assert!(index < 512, "page-table index {index} out of range");
+    let entry = frame_pointer(table, index * 8, 8).cast::<u64>();
+    // An 8-byte aligned, in-bounds word of an allocator frame used as
+    // a page table. The CPU's page walker updates accessed/dirty bits in it
+    // with atomic operations, so Rust must only access it atomically too.
+    // SAFETY: an aligned, in-bounds page-table word, only ever accessed atomically.
+    unsafe { core::sync::atomic::AtomicU64::from_ptr(entry) }
+}
+
+/// Reads entry `index` of page table `table`.
+pub fn load_entry(table: Frame, index: usize) -> u64 {
+    table_entry(table, index).load(core::sync::atomic::Ordering::Acquire)
+}
+
+/// Writes entry `index` of page table `table`.
+pub fn store_entry(table: Frame, index: usize, value: u64) {
+    table_entry(table, index).store(value, core::sync::atomic::Ordering::Release);
+}
+
+/// Replaces entry `index` of `table`, returning the old value with the
+/// accessed and dirty bits as the hardware last set them.
+pub fn swap_entry(table: Frame, index: usize, value: u64) -> u64 {
+    table_entry(table, index).swap(value, core::sync::atomic::Ordering::AcqRel)
 }

@@ -18,7 +18,7 @@ const STUB_SIZE: u64 = 16;
 /// The registers of an interrupted context, as laid out on the stack by the
 /// entry stubs (lowest address first) and the CPU.
 #[repr(C)]
-#[derive(Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct TrapFrame {
     pub r15: u64,
     pub r14: u64,
@@ -70,6 +70,12 @@ global_asm!(
     ".endr",
     "",
     "trap_common:",
+    // From ring 3 (CS's low bits, 24 bytes up: vector, error code, RIP, CS),
+    // GS still holds the user's base: swap in the kernel's per-CPU base.
+    "testb $3, 24(%rsp)",
+    "jz 1f",
+    "swapgs",
+    "1:",
     "pushq %rax",
     "pushq %rbx",
     "pushq %rcx",
@@ -91,6 +97,10 @@ global_asm!(
     "movq %rsp, %rdi",
     "cld",
     "call {dispatch}",
+    // Every return to an interrupted context, and every first entry of a
+    // thread into ring 3, comes through here with RSP at a `TrapFrame`.
+    ".global trap_exit",
+    "trap_exit:",
     "popq %r15",
     "popq %r14",
     "popq %r13",
@@ -108,6 +118,11 @@ global_asm!(
     "popq %rax",
     // Drop the vector and the error code.
     "addq $16, %rsp",
+    // Back to ring 3 (CS is 8 bytes up, above RIP): restore the user's GS.
+    "testb $3, 8(%rsp)",
+    "jz 2f",
+    "swapgs",
+    "2:",
     "iretq",
     ".popsection",
     dispatch = sym trap_dispatch,
@@ -123,6 +138,47 @@ unsafe extern "C" {
 /// The address of the entry stub for `vector`, for the IDT.
 pub fn stub_address(vector: u8) -> VirtAddr {
     VirtAddr::new(trap_stubs as *const () as u64 + u64::from(vector) * STUB_SIZE)
+}
+
+impl TrapFrame {
+    pub fn zeroed() -> Self {
+        Self::default()
+    }
+
+    /// Writes the frame into `words` (at least 22), lowest address first, as
+    /// the entry stubs would have pushed it.
+    pub fn write_words(&self, words: &mut [u64]) {
+        let values = [
+            self.r15,
+            self.r14,
+            self.r13,
+            self.r12,
+            self.r11,
+            self.r10,
+            self.r9,
+            self.r8,
+            self.rbp,
+            self.rdi,
+            self.rsi,
+            self.rdx,
+            self.rcx,
+            self.rbx,
+            self.rax,
+            self.vector,
+            self.error_code,
+            self.rip,
+            self.cs,
+            self.rflags,
+            self.rsp,
+            self.ss,
+        ];
+        words[..values.len()].copy_from_slice(&values);
+    }
+
+    /// Whether the trap interrupted ring 3.
+    pub fn interrupted_user(&self) -> bool {
+        self.cs & 3 == 3
+    }
 }
 
 /// Called by the common entry routine for every trap, with interrupts

@@ -92,9 +92,12 @@ const SUITES: &[&[Test]] = &[
     crate::acpi::tests::TESTS,
     crate::cmdline::tests::TESTS,
     crate::cpu_features::tests::TESTS,
+    crate::elf::tests::TESTS,
+    crate::initrd::tests::TESTS,
     crate::memory::frames::tests::TESTS,
     crate::memory::heap::tests::TESTS,
     crate::smp::tests::TESTS,
+    crate::task::tests::TESTS,
     selfcheck::TESTS,
 ];
 

@@ -44,6 +44,25 @@ impl PermanentFrames {
     }
 }
 
+/// A frame handed out by the kernel's allocator, for page tables and user
+/// pages. Only `crate::memory` creates these, and only for such frames: that
+/// is what lets [`crate::arch::phys`] offer safe access to their contents
+/// (no Rust object ever lives in one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Frame(PhysAddr);
+
+impl Frame {
+    /// The frame whose address a page-table entry holds. Only for entries
+    /// the memory module itself wrote with frames from [`allocate`].
+    pub(in crate::memory) fn from_entry(address: PhysAddr) -> Self {
+        Self(address)
+    }
+
+    pub fn address(&self) -> PhysAddr {
+        self.0
+    }
+}
+
 /// A bitmap frame allocator over frames `0..frame_count`.
 pub struct FrameAllocator<'bitmap> {
     /// Bit `i` set: frame `i` is in use (or not RAM).
@@ -255,13 +274,13 @@ fn with_allocator<R>(f: impl FnOnce(&mut FrameAllocator<'static>) -> R) -> R {
 }
 
 /// Allocates one frame from the kernel's allocator.
-pub fn allocate() -> Option<PhysAddr> {
-    with_allocator(FrameAllocator::allocate)
+pub fn allocate() -> Option<Frame> {
+    with_allocator(FrameAllocator::allocate).map(Frame)
 }
 
 /// Returns one frame to the kernel's allocator.
-pub fn free(frame: PhysAddr) {
-    with_allocator(|allocator| allocator.free(frame));
+pub fn free(frame: Frame) {
+    with_allocator(|allocator| allocator.free(frame.0));
 }
 
 /// Takes `count` contiguous frames out of the allocator for good.
@@ -350,7 +369,7 @@ pub mod tests {
         let before = super::free_count();
         let frame = require_some!(super::allocate(), "the kernel allocator has no free frame");
         check!(
-            frame.as_u64() >= super::RESERVED_LOW_MEMORY,
+            frame.address().as_u64() >= super::RESERVED_LOW_MEMORY,
             "allocated {frame:?} below 1 MiB"
         );
         check_eq!(super::free_count(), before - 1);

@@ -2,6 +2,7 @@
 
 pub mod frames;
 pub mod heap;
+pub mod page_table;
 
 use bootloader_api::{
     BootInfo,

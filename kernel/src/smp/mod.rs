@@ -18,7 +18,8 @@
 //! Each AP, in [`ap_entry`]: switches to the kernel page table, loads its own
 //! GDT, TSS (with its own double-fault stack) and the shared IDT, points its
 //! GS base at its [`PerCpu`] block, enables its local APIC and timer, reports
-//! in, and idles with interrupts on, answering IPIs.
+//! in, and runs its idle thread, answering IPIs and running whatever the
+//! scheduler queues on it.
 
 pub mod percpu;
 pub mod timer;
@@ -39,7 +40,9 @@ use crate::{
         trampoline,
     },
     interrupts::SPURIOUS_VECTOR,
+    task::sched,
     time::{self, Deadline},
+    tlb,
 };
 pub use percpu::PerCpu;
 
@@ -62,6 +65,11 @@ pub fn cpu(index: CpuId) -> Option<&'static PerCpu> {
 /// The CPUs that are up and answering IPIs.
 pub fn online() -> CpuSet {
     ONLINE.snapshot(Ordering::Acquire)
+}
+
+/// Whether `cpu` (any number, e.g. from a system call) names an online CPU.
+pub fn is_online(cpu: u64) -> bool {
+    usize::try_from(cpu).is_ok_and(|cpu| cpu < MAX_CPUS && ONLINE.contains(cpu, Ordering::Acquire))
 }
 
 /// What bring-up achieved, for the banner.
@@ -107,23 +115,28 @@ pub fn init(topology: &CpuTopology, x2apic: bool) -> Result<SmpSummary, SmpError
     let apic = LocalApic::get().map_err(SmpError::Apic)?;
     apic.enable(SPURIOUS_VECTOR);
 
-    let boot_cpu = PerCpu::new_static(0, apic.id());
+    let boot_cpu = PerCpu::new_static(0, apic.id(), arch::gdt::boot_cpu_tss());
     register(boot_cpu);
     arch::percpu::install(boot_cpu);
+    let kernel_page_table = *KERNEL_PAGE_TABLE.call_once(arch::cpu::page_table_root);
+    let cpu_count = topology.enabled_apic_ids().count().clamp(1, MAX_CPUS);
+    tlb::init(cpu_count, kernel_page_table);
+    tlb::init_this_cpu();
+    arch::syscall::init_this_cpu();
+    sched::init_boot_cpu();
     let apic_timer_hz = timer::calibrate(&apic);
     timer::start(&apic);
     ONLINE.insert(0, Ordering::Release);
     arch::cpu::enable_interrupts();
 
     let started = time::now_ns();
-    let kernel_page_table = *KERNEL_PAGE_TABLE.call_once(arch::cpu::page_table_root);
     trampoline::install(kernel_page_table);
     let others: vec::Vec<u32> = topology
         .enabled_apic_ids()
         .filter(|&id| id != boot_cpu.apic_id)
         .collect();
     for (index, apic_id) in (1..).zip(others) {
-        if index >= MAX_CPUS {
+        if index >= cpu_count {
             warn!("smp: more than {MAX_CPUS} CPUs listed; the rest stay offline");
             break;
         }
@@ -155,7 +168,6 @@ pub fn init(topology: &CpuTopology, x2apic: bool) -> Result<SmpSummary, SmpError
 /// Starts the AP with APIC id `apic_id` as CPU `index` and waits until it
 /// reports in. Returns how long it waited if it never did.
 fn start_ap(apic: &LocalApic, index: CpuId, apic_id: u32) -> Result<(), Duration> {
-    register(PerCpu::new_static(index, apic_id));
     let stack: &'static mut [u128] = vec![0u128; AP_STACK_SIZE / 16].leak();
     let stack_top = stack.as_ptr() as u64 + AP_STACK_SIZE as u64;
     trampoline::set_parameters(stack_top, ap_entry, index as u64);
@@ -180,15 +192,18 @@ fn start_ap(apic: &LocalApic, index: CpuId, apic_id: u32) -> Result<(), Duration
 extern "C" fn ap_entry(index: u64) -> ! {
     let kernel_page_table = *KERNEL_PAGE_TABLE.get().expect("set before any AP starts");
     trampoline::switch_to_kernel_page_table(kernel_page_table);
-    arch::gdt::load_for_ap();
+    let tss = arch::gdt::load_for_ap();
     arch::idt::load();
-    let me = cpu(index as CpuId).expect("the BSP registers each AP before starting it");
-    arch::percpu::install(me);
     let apic = LocalApic::get().expect("the BSP set up the APIC mode");
+    let me = PerCpu::new_static(index as CpuId, apic.id(), tss);
+    register(me);
+    arch::percpu::install(me);
+    tlb::init_this_cpu();
+    arch::syscall::init_this_cpu();
     apic.enable(SPURIOUS_VECTOR);
     timer::start(&apic);
     ONLINE.insert(me.index, Ordering::Release);
-    arch::cpu::idle_forever()
+    sched::run_idle_on_ap()
 }
 
 pub mod tests {

@@ -15,7 +15,8 @@
 //! - `Inval`: a malformed value: unknown flag, protection or advice bits,
 //!   an address that must be page-aligned (or a stack top that must be
 //!   16-byte aligned) and is not, a zero length where one is needed, or a
-//!   memory range that wraps around or leaves the user half;
+//!   memory range that wraps around or leaves the user half, or a string
+//!   longer than the kernel accepts (`spawn`: 64-byte names, 4 KiB arguments);
 //! - `NoMem`: `mprotect`/`madvise` on a range with nothing mapped;
 //! - `Srch`, `Inval`, `Child`, `NoEnt`: no such thread, CPU, child or
 //!   program;
@@ -54,25 +55,32 @@ struct Fixture {
     read_only: u64,
     /// Mapped with no access at all.
     no_access: u64,
-    /// Was mapped, and has been unmapped again: certainly not ours.
+    /// The page right after `read_write`, mapped and unmapped again, with
+    /// no mapping made after it: certainly not ours.
     unmapped: u64,
 }
 
 impl Fixture {
     fn new() -> Self {
-        let page = |protection| {
-            sys::mmap_anonymous(PAGE_SIZE as usize, protection).expect("mmap for the fixture")
+        let map = |pages: u64, protection| {
+            sys::mmap_anonymous((pages * PAGE_SIZE) as usize, protection)
+                .expect("mmap for the fixture")
         };
-        let read_write = page(prot::READ | prot::WRITE);
+        // Two read-write pages, the second unmapped again at the very end,
+        // so that `read_write` is directly followed by a hole that no later
+        // mapping can fill (the kernel reuses freed addresses).
+        let read_write = map(2, prot::READ | prot::WRITE);
         // SAFETY: a fresh page of ours, nothing else uses it.
         unsafe { read_write.write_volatile(1) };
-        let unmapped = page(prot::READ);
+        let read_only = map(1, prot::READ) as u64;
+        let no_access = map(1, prot::NONE) as u64;
+        let unmapped = read_write.wrapping_add(PAGE_SIZE as usize);
         // SAFETY: nothing refers to the page being unmapped.
         unsafe { sys::munmap(unmapped, PAGE_SIZE as usize) }.expect("munmap for the fixture");
         Self {
             read_write: read_write as u64,
-            read_only: page(prot::READ) as u64,
-            no_access: page(prot::NONE) as u64,
+            read_only,
+            no_access,
             unmapped: unmapped as u64,
         }
     }
@@ -263,7 +271,7 @@ const CASES: &[Case] = &[
     case("spawn/unmapped-name", Errno::Fault, |f| {
         call4(Syscall::Spawn, f.unmapped, 5, 0, 0)
     }),
-    case("spawn/args-length-wraps", Errno::Fault, |_| {
+    case("spawn/args-too-long", Errno::Inval, |_| {
         call4(
             Syscall::Spawn,
             HELLO.as_ptr() as u64,

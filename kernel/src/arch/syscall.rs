@@ -1,0 +1,102 @@
+//! The `syscall` instruction: how ring 3 enters the kernel.
+//!
+//! `syscall` jumps to the address in MSR LSTAR with CS/SS from MSR STAR,
+//! saves the user RIP in RCX and RFLAGS in R11, clears the RFLAGS bits named
+//! in MSR SFMASK (we clear IF, so entry runs with interrupts off), and does
+//! **not** switch stacks. So the entry stub:
+//!
+//! 1. `swapgs` to reach this CPU's [`PerCpu`](crate::smp::PerCpu) block;
+//! 2. parks the user RSP in the block and loads the current thread's kernel
+//!    stack top from it;
+//! 3. builds a [`TrapFrame`] exactly like an interrupt from ring 3 would
+//!    (so one exit path, `trap_exit`, serves both), with vector
+//!    [`SYSCALL_VECTOR`];
+//! 4. calls [`crate::task::syscall::dispatch`] with it.
+//!
+//! The return goes through `trap_exit` and `iretq` rather than `sysretq`:
+//! slower, but immune to `sysretq`'s trap on a non-canonical RCX.
+
+use core::{arch::global_asm, mem::offset_of};
+
+use x86_64::{
+    VirtAddr,
+    registers::{
+        model_specific::{Efer, EferFlags, LStar, SFMask, Star},
+        rflags::RFlags,
+    },
+};
+
+use super::{
+    gdt::{KERNEL_CODE, KERNEL_DATA, USER_CODE, USER_DATA},
+    trap::TrapFrame,
+};
+use crate::smp::PerCpu;
+
+/// The `vector` field of a system call's [`TrapFrame`] (not an IDT vector).
+pub const SYSCALL_VECTOR: u64 = 0x100;
+
+global_asm!(
+    ".global syscall_entry",
+    "syscall_entry:",
+    "swapgs",
+    "movq %rsp, %gs:{user_rsp}",
+    "movq %gs:{kernel_rsp}, %rsp",
+    "pushq ${user_ss}",
+    "pushq %gs:{user_rsp}",
+    "pushq %r11",
+    "pushq ${user_cs}",
+    "pushq %rcx",
+    "pushq $0",
+    "pushq ${vector}",
+    "pushq %rax",
+    "pushq %rbx",
+    "pushq %rcx",
+    "pushq %rdx",
+    "pushq %rsi",
+    "pushq %rdi",
+    "pushq %rbp",
+    "pushq %r8",
+    "pushq %r9",
+    "pushq %r10",
+    "pushq %r11",
+    "pushq %r12",
+    "pushq %r13",
+    "pushq %r14",
+    "pushq %r15",
+    "movq %rsp, %rdi",
+    "cld",
+    "callq {dispatch}",
+    "jmp trap_exit",
+    user_rsp = const offset_of!(PerCpu, user_rsp_scratch),
+    kernel_rsp = const offset_of!(PerCpu, kernel_stack_top),
+    user_ss = const USER_DATA.0 as u64,
+    user_cs = const USER_CODE.0 as u64,
+    vector = const SYSCALL_VECTOR,
+    dispatch = sym syscall_dispatch,
+    options(att_syntax)
+);
+
+unsafe extern "C" {
+    fn syscall_entry();
+}
+
+extern "C" fn syscall_dispatch(frame: &mut TrapFrame) {
+    crate::task::syscall::dispatch(frame);
+}
+
+/// Enables `syscall` on this CPU and points it at the entry stub.
+pub fn init_this_cpu() {
+    // STAR: kernel CS/SS for `syscall`; for `sysret`, the user selectors are
+    // derived as base + 16 (CS) and base + 8 (SS), base = USER_DATA - 8.
+    Star::write(USER_CODE, USER_DATA, KERNEL_CODE, KERNEL_DATA)
+        .expect("GDT layout fits syscall/sysret");
+    LStar::write(VirtAddr::new(syscall_entry as *const () as u64));
+    SFMask::write(
+        RFlags::INTERRUPT_FLAG
+            | RFlags::DIRECTION_FLAG
+            | RFlags::TRAP_FLAG
+            | RFlags::ALIGNMENT_CHECK,
+    );
+    // SAFETY: only adds System Call Extensions; the handler is installed.
+    unsafe { Efer::update(|flags| flags.insert(EferFlags::SYSTEM_CALL_EXTENSIONS)) };
+}

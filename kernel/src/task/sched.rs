@@ -1,0 +1,343 @@
+//! The scheduler: per-CPU run queues, round-robin, preemption of ring 3 by
+//! the tick, and the one place where threads and address spaces change.
+//!
+//! Rules that keep it simple and correct:
+//! - [`schedule`] runs with interrupts off, on the CPU whose thread changes.
+//! - The kernel is not preemptible: a timer tick switches threads only if it
+//!   interrupted ring 3 (see [`crate::interrupts`]). Kernel code runs until it
+//!   blocks or yields, so it may hold a spinlock with interrupts on.
+//! - A thread is queued on exactly one CPU's run queue at a time. Wake-ups
+//!   may queue it on another CPU, which then gets a reschedule IPI.
+//! - A thread switched out on CPU A may already sit in CPU B's queue; B waits
+//!   for the thread's `on_cpu` flag, which A clears only after saving its
+//!   stack pointer ([`finish_switch`]).
+//! - Every address-space change goes through `mm`: a user thread's process
+//!   is switched to with `switch_mm`, a kernel thread (idle included) runs in
+//!   lazy TLB mode on whatever user address space was loaded.
+
+use alloc::{collections::VecDeque, sync::Arc, vec::Vec};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use mm::CpuId;
+use spin::{Mutex, Once};
+
+use super::thread::{Thread, ThreadState};
+use crate::{
+    arch::{
+        self,
+        apic::{IpiKind, LocalApic},
+        context::ThreadStart,
+        cpu::without_interrupts,
+        percpu,
+    },
+    smp, time, tlb,
+};
+
+/// The vector of the IPI that makes an idle CPU look at its run queue.
+pub const RESCHEDULE_VECTOR: u8 = 0xF1;
+
+/// One CPU's scheduler state.
+pub struct CpuScheduler {
+    run_queue: Mutex<VecDeque<Arc<Thread>>>,
+    /// The thread running on this CPU.
+    current: Mutex<Option<Arc<Thread>>>,
+    /// The thread this CPU just switched away from, until [`finish_switch`].
+    pub(crate) previous: Mutex<Option<Arc<Thread>>>,
+    idle: Once<Arc<Thread>>,
+    /// Threads sleeping until their `wake_at`, checked every tick.
+    sleepers: Mutex<Vec<Arc<Thread>>>,
+    /// Whether a non-idle thread runs here (for placement).
+    busy: AtomicBool,
+    pub context_switches: AtomicU64,
+}
+
+impl CpuScheduler {
+    pub fn new() -> Self {
+        Self {
+            run_queue: Mutex::new(VecDeque::new()),
+            current: Mutex::new(None),
+            previous: Mutex::new(None),
+            idle: Once::new(),
+            sleepers: Mutex::new(Vec::new()),
+            busy: AtomicBool::new(false),
+            context_switches: AtomicU64::new(0),
+        }
+    }
+
+    fn load(&self) -> usize {
+        self.run_queue.lock().len() + usize::from(self.busy.load(Ordering::Relaxed))
+    }
+}
+
+/// The thread running on this CPU.
+pub fn current() -> Arc<Thread> {
+    percpu::current()
+        .sched
+        .current
+        .lock()
+        .clone()
+        .expect("every CPU runs a thread after sched::init")
+}
+
+/// Makes the context running on the boot CPU a thread (the "boot thread",
+/// which runs tests and the demo) and gives the CPU an idle thread.
+pub fn init_boot_cpu() {
+    let cpu = percpu::current();
+    *cpu.sched.current.lock() = Some(Thread::adopt_current());
+    cpu.sched.busy.store(true, Ordering::Relaxed);
+    cpu.sched.idle.call_once(|| {
+        Thread::new(
+            None,
+            ThreadStart::Kernel {
+                entry: idle_entry,
+                argument: 0,
+            },
+        )
+    });
+}
+
+/// Makes the context running on this AP its idle thread and idles.
+pub fn run_idle_on_ap() -> ! {
+    let cpu = percpu::current();
+    let idle = Thread::adopt_current();
+    cpu.sched.idle.call_once(|| Arc::clone(&idle));
+    *cpu.sched.current.lock() = Some(idle);
+    idle_loop()
+}
+
+extern "C" fn idle_entry(_: u64) -> ! {
+    idle_loop()
+}
+
+/// Idle: run whatever is queued, else halt until an interrupt. Idle threads
+/// are kernel threads, so their CPU is in lazy TLB mode.
+fn idle_loop() -> ! {
+    loop {
+        arch::cpu::disable_interrupts();
+        if percpu::current().sched.run_queue.lock().is_empty() {
+            // `sti; hlt` is atomic with respect to interrupts: a wake-up IPI
+            // that arrives after the check still ends the halt.
+            arch::cpu::enable_interrupts_and_halt();
+        } else {
+            schedule();
+            arch::cpu::enable_interrupts();
+        }
+    }
+}
+
+/// The CPU a runnable `thread` should be queued on.
+fn choose_cpu(thread: &Thread) -> CpuId {
+    let online = smp::online();
+    let affinity = thread.affinity.load(Ordering::Relaxed);
+    if smp::is_online(affinity) {
+        return affinity as CpuId;
+    }
+    let last = thread.last_cpu.load(Ordering::Relaxed);
+    let load = |cpu: CpuId| smp::cpu(cpu).map_or(usize::MAX, |cpu| cpu.sched.load());
+    let mut best = if online.contains(last) {
+        last
+    } else {
+        percpu::current().index
+    };
+    for cpu in &online {
+        if load(cpu) < load(best) {
+            best = cpu;
+        }
+    }
+    best
+}
+
+/// Puts a runnable thread on a run queue, poking its CPU if that is not us.
+fn enqueue(thread: Arc<Thread>) {
+    let target = choose_cpu(&thread);
+    let target_cpu = smp::cpu(target).expect("online CPUs are registered");
+    without_interrupts(|| target_cpu.sched.run_queue.lock().push_back(thread));
+    let me = percpu::current();
+    if target != me.index
+        && let Ok(apic) = LocalApic::get()
+    {
+        apic.send(target_cpu.apic_id, IpiKind::Fixed(RESCHEDULE_VECTOR));
+        me.count_ipi_sent();
+    }
+}
+
+/// Makes a new thread runnable.
+pub fn spawn(thread: Arc<Thread>) {
+    enqueue(thread);
+}
+
+/// Makes a blocked thread runnable again (no effect on any other state).
+pub fn wake(thread: &Arc<Thread>) {
+    {
+        let mut state = thread.state.lock();
+        if *state != ThreadState::Blocked {
+            return;
+        }
+        *state = ThreadState::Runnable;
+    }
+    enqueue(Arc::clone(thread));
+}
+
+/// Gives up the CPU; the current thread stays runnable.
+pub fn yield_now() {
+    without_interrupts(schedule);
+}
+
+/// Blocks the current thread, whose state the caller has just set to
+/// `Blocked` under the lock that its waker takes, until [`wake`].
+pub fn block() {
+    without_interrupts(schedule);
+}
+
+/// Sleeps for `nanoseconds`.
+pub fn sleep(nanoseconds: u64) {
+    let me = current();
+    me.wake_at.store(
+        time::now_ns().saturating_add(nanoseconds),
+        Ordering::Relaxed,
+    );
+    without_interrupts(|| {
+        *me.state.lock() = ThreadState::Blocked;
+        percpu::current()
+            .sched
+            .sleepers
+            .lock()
+            .push(Arc::clone(&me));
+        schedule();
+    });
+}
+
+/// Called on every tick: wakes the sleepers whose time has come.
+pub fn tick() {
+    let now = time::now_ns();
+    let due: Vec<Arc<Thread>> = {
+        let mut sleepers = percpu::current().sched.sleepers.lock();
+        let (due, waiting) = sleepers
+            .drain(..)
+            .partition(|thread| thread.wake_at.load(Ordering::Relaxed) <= now);
+        *sleepers = waiting;
+        due
+    };
+    for thread in &due {
+        wake(thread);
+    }
+}
+
+/// Switches to the next runnable thread (or idle). Interrupts must be off.
+pub fn schedule() {
+    let cpu = percpu::current();
+    let scheduler = &cpu.sched;
+    let previous = scheduler
+        .current
+        .lock()
+        .take()
+        .expect("every CPU runs a thread");
+    let idle = scheduler.idle.get().expect("sched::init ran on this CPU");
+    let is_idle = Arc::ptr_eq(&previous, idle);
+    {
+        let mut state = previous.state.lock();
+        if *state == ThreadState::Running && !is_idle {
+            *state = ThreadState::Runnable;
+            drop(state);
+            enqueue(Arc::clone(&previous));
+        }
+    }
+    let next = scheduler
+        .run_queue
+        .lock()
+        .pop_front()
+        .unwrap_or_else(|| Arc::clone(idle));
+    if Arc::ptr_eq(&next, &previous) {
+        *next.state.lock() = ThreadState::Running;
+        *scheduler.current.lock() = Some(next);
+        return;
+    }
+    while next.on_cpu.load(Ordering::Acquire) {
+        core::hint::spin_loop();
+    }
+    next.on_cpu.store(true, Ordering::Relaxed);
+    *next.state.lock() = ThreadState::Running;
+    next.last_cpu.store(cpu.index, Ordering::Relaxed);
+    scheduler
+        .busy
+        .store(!Arc::ptr_eq(&next, idle), Ordering::Relaxed);
+    scheduler.context_switches.fetch_add(1, Ordering::Relaxed);
+
+    match &next.process {
+        Some(process) => tlb::switch_to(&process.space.tlb),
+        None => tlb::enter_lazy(),
+    }
+    if let Some(top) = next.kernel_stack_top() {
+        cpu.set_kernel_stack(top);
+    }
+    let next_rsp = next.saved_rsp.load(Ordering::Relaxed);
+    *scheduler.current.lock() = Some(next);
+    arch::context::switch_threads(&scheduler.previous, previous, next_rsp);
+    finish_switch();
+}
+
+/// Runs on the thread just switched to: lets the previous thread go (its
+/// stack pointer is saved now), dropping it for good if it has exited.
+fn finish_switch() {
+    if let Some(previous) = percpu::current().sched.previous.lock().take() {
+        previous.on_cpu.store(false, Ordering::Release);
+    }
+}
+
+/// The first thing a new thread runs (from the trampoline), interrupts off.
+pub extern "C" fn thread_started() {
+    finish_switch();
+}
+
+/// Ends the current thread with `value`. Never returns. May wait for other
+/// CPUs (the last thread tears the address space down), so it turns
+/// interrupts on first.
+pub fn exit_current(value: i64) -> ! {
+    arch::cpu::enable_interrupts();
+    let me = current();
+    let joiners = {
+        let mut exit = me.exit.lock();
+        exit.value = Some(value);
+        core::mem::take(&mut exit.joiners)
+    };
+    for joiner in &joiners {
+        wake(joiner);
+    }
+    if let Some(process) = &me.process {
+        process.thread_exited(&me);
+    }
+    without_interrupts(|| {
+        *me.state.lock() = ThreadState::Exited(value);
+        drop(me);
+        schedule();
+    });
+    unreachable!("an exited thread was scheduled again");
+}
+
+/// Waits for `thread` to exit and returns its value. `None` if the caller's
+/// process is being killed while it waits.
+///
+/// Lock order: the target's `exit` lock, then the caller's `state`; the
+/// exiting thread takes only its own `exit` lock, and `wake` only `state`,
+/// so no two threads joining each other can deadlock the CPUs.
+pub fn join(thread: &Arc<Thread>) -> Option<i64> {
+    let me = current();
+    loop {
+        {
+            let mut exit = thread.exit.lock();
+            if let Some(value) = exit.value {
+                return Some(value);
+            }
+            if me
+                .process
+                .as_ref()
+                .is_some_and(|process| process.is_exiting())
+            {
+                return None;
+            }
+            exit.joiners.push(Arc::clone(&me));
+            *me.state.lock() = ThreadState::Blocked;
+        }
+        block();
+    }
+}

@@ -1,0 +1,167 @@
+//! System calls: decode, validate, run, return.
+//!
+//! The entry stub ([`crate::arch::syscall`]) hands over the caller's
+//! registers as a [`TrapFrame`]. Every argument is untrusted: numbers are
+//! checked against [`abi::Syscall`], flags against the bits the kernel
+//! knows, pointers and lengths by the address space itself (which refuses
+//! anything outside the caller's regions). A bad argument is an error code
+//! in `rax`, never a kernel panic.
+
+use alloc::{string::String, sync::Arc};
+use core::sync::atomic::Ordering;
+
+use abi::{Errno, Syscall, map};
+
+use super::{loader, process::Process, sched, thread::Thread};
+use crate::{
+    arch::{self, percpu, trap::TrapFrame},
+    smp, time,
+};
+
+/// The longest single `write`.
+const MAX_WRITE: u64 = 64 * 1024;
+/// The longest program name and argument string `spawn` accepts.
+const MAX_NAME: u64 = 64;
+const MAX_ARGS: u64 = 4096;
+
+type SyscallResult = Result<u64, Errno>;
+
+/// Handles the system call in `frame` (entered with interrupts off) and
+/// stores its result in `frame.rax`.
+pub fn dispatch(frame: &mut TrapFrame) {
+    arch::cpu::enable_interrupts();
+    let me = sched::current();
+    let process = Arc::clone(
+        me.process
+            .as_ref()
+            .expect("only user threads make system calls"),
+    );
+    let args = [
+        frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8, frame.r9,
+    ];
+    let result = match Syscall::from_number(frame.rax) {
+        Some(call) => handle(call, args, &me, &process),
+        None => Err(Errno::NoSys),
+    };
+    frame.rax = match result {
+        Ok(value) => value,
+        Err(errno) => (-(errno as i64)) as u64,
+    };
+    drop((me, process));
+    arch::cpu::disable_interrupts();
+    super::before_return_to_user();
+}
+
+fn handle(
+    call: Syscall,
+    [a0, a1, a2, a3, _, _]: [u64; 6],
+    me: &Arc<Thread>,
+    process: &Arc<Process>,
+) -> SyscallResult {
+    let space = &process.space;
+    match call {
+        Syscall::Write => {
+            // Like Linux, a long write is a short write.
+            let len = a1.min(MAX_WRITE);
+            let bytes = space.copy_in(a0, len as usize)?;
+            crate::print!("{}", String::from_utf8_lossy(&bytes));
+            Ok(len)
+        }
+        Syscall::Exit => {
+            process.kill(a0 as i32);
+            sched::exit_current(i64::from(a0 as i32))
+        }
+        Syscall::ThreadSpawn => {
+            let (entry, stack_top) = (a0, a1);
+            if entry >= abi::USER_END || !(abi::PAGE_SIZE..=abi::USER_END).contains(&stack_top) {
+                return Err(Errno::Fault);
+            }
+            if stack_top % 16 != 0 {
+                return Err(Errno::Inval);
+            }
+            // As if `entry` had been called: the return-address slot below
+            // a 16-byte aligned top.
+            let thread = process
+                .start_thread(entry, stack_top - 8, a2, 0, abi::ANY_CPU)
+                .ok_or(Errno::Again)?;
+            Ok(thread.tid)
+        }
+        Syscall::ThreadJoin => {
+            if a0 == me.tid {
+                return Err(Errno::Inval);
+            }
+            let thread = process.thread(a0).ok_or(Errno::Srch)?;
+            let value = sched::join(&thread).ok_or(Errno::Srch)?;
+            process.forget_thread(a0);
+            Ok(value as u64)
+        }
+        Syscall::ThreadExit => sched::exit_current(a0 as i64),
+        Syscall::Yield => {
+            sched::yield_now();
+            Ok(0)
+        }
+        Syscall::SetAffinity => {
+            if a0 != abi::ANY_CPU && !smp::is_online(a0) {
+                return Err(Errno::Inval);
+            }
+            me.affinity.store(a0, Ordering::Relaxed);
+            if a0 != abi::ANY_CPU && a0 != percpu::current().index as u64 {
+                // The scheduler queues us on the new CPU; we continue there.
+                sched::yield_now();
+            }
+            Ok(0)
+        }
+        Syscall::CpuId => Ok(percpu::current().index as u64),
+        Syscall::Sleep => {
+            sched::sleep(a0);
+            Ok(0)
+        }
+        Syscall::Clock => Ok(time::now_ns()),
+        Syscall::Mmap => {
+            let (addr, len, protection, flags) = (a0, a1, a2, a3);
+            let sharing = flags & (map::SHARED | map::PRIVATE);
+            if flags & !map::ALL != 0
+                || flags & map::ANONYMOUS == 0
+                || (sharing != map::SHARED && sharing != map::PRIVATE)
+            {
+                return Err(Errno::Inval);
+            }
+            space.map_anonymous(addr, len, protection, flags & map::FIXED != 0)
+        }
+        Syscall::Munmap => space.unmap(a0, a1).map(|()| 0),
+        Syscall::Mprotect => space.protect(a0, a1, a2).map(|()| 0),
+        Syscall::Madvise => match a2 {
+            abi::advice::DONTNEED => space.discard(a0, a1).map(|()| 0),
+            abi::advice::PAGEOUT => space.page_out(a0, a1).map(|()| 0),
+            _ => Err(Errno::Inval),
+        },
+        Syscall::Spawn => {
+            if a1 > MAX_NAME || a3 > MAX_ARGS {
+                return Err(Errno::Inval);
+            }
+            let name =
+                String::from_utf8(space.copy_in(a0, a1 as usize)?).map_err(|_| Errno::Inval)?;
+            let args =
+                String::from_utf8(space.copy_in(a2, a3 as usize)?).map_err(|_| Errno::Inval)?;
+            loader::spawn(&name, &args, Some(process.pid)).map(|child| child.pid)
+        }
+        Syscall::Wait => {
+            let child = Process::find(a0)
+                .filter(|child| child.parent == Some(process.pid))
+                .ok_or(Errno::Child)?;
+            let code = child.wait().ok_or(Errno::Srch)?;
+            Ok(code as u32 as u64)
+        }
+        Syscall::TlbStats => {
+            let totals = crate::tlb::system().total_counters();
+            let bytes: alloc::vec::Vec<u8> = totals
+                .fields()
+                .flat_map(|(_, value)| value.to_le_bytes())
+                .collect();
+            let len = (a1 as usize).min(bytes.len());
+            space.copy_out(a0, &bytes[..len])?;
+            Ok(len as u64)
+        }
+        Syscall::GetPid => Ok(process.pid),
+    }
+}

@@ -1,0 +1,281 @@
+//! In-kernel tests of threads, the scheduler and address spaces that need
+//! no user program.
+
+use alloc::vec::Vec;
+use core::{
+    sync::atomic::{AtomicUsize, Ordering},
+    time::Duration,
+};
+
+use abi::{Errno, PAGE_SIZE, prot};
+use mm::MAX_CPUS;
+
+use super::{
+    sched, swap,
+    thread::Thread,
+    vm::{Access, AddressSpace, FaultError},
+};
+use crate::{
+    arch::{context::ThreadStart, percpu},
+    check, check_eq,
+    ktest::{Test, TestResult},
+    require_ok, smp, time, tlb,
+};
+
+pub const TESTS: &[Test] = &[
+    Test::new(
+        "sched::kernel_threads_run_on_every_cpu",
+        kernel_threads_run_on_every_cpu,
+    ),
+    Test::new(
+        "sched::sleep_lasts_at_least_its_time",
+        sleep_lasts_at_least_its_time,
+    ),
+    Test::new(
+        "vm::demand_zero_copy_and_discard",
+        demand_zero_copy_and_discard,
+    ),
+    Test::new("vm::faults_respect_protection", faults_respect_protection),
+    Test::new(
+        "vm::rejects_bad_ranges_and_flags",
+        rejects_bad_ranges_and_flags,
+    ),
+    Test::new("vm::page_out_and_back", page_out_and_back),
+];
+
+/// Where each test thread records the CPU it ran on (+1, 0 = never ran).
+static RAN_ON: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(0) }; MAX_CPUS];
+
+extern "C" fn record_cpu(slot: u64) -> ! {
+    RAN_ON[slot as usize].store(percpu::current().index + 1, Ordering::Relaxed);
+    sched::exit_current(slot as i64)
+}
+
+fn kernel_threads_run_on_every_cpu() -> TestResult {
+    let online = smp::online();
+    let threads: Vec<_> = online
+        .iter()
+        .map(|cpu| {
+            RAN_ON[cpu].store(0, Ordering::Relaxed);
+            let thread = Thread::new(
+                None,
+                ThreadStart::Kernel {
+                    entry: record_cpu,
+                    argument: cpu as u64,
+                },
+            );
+            thread.affinity.store(cpu as u64, Ordering::Relaxed);
+            sched::spawn(alloc::sync::Arc::clone(&thread));
+            (cpu, thread)
+        })
+        .collect();
+    for (cpu, thread) in &threads {
+        check_eq!(
+            sched::join(thread),
+            Some(*cpu as i64),
+            "exit value of the thread pinned to CPU {cpu}"
+        );
+        check_eq!(
+            RAN_ON[*cpu].load(Ordering::Relaxed),
+            cpu + 1,
+            "where the thread pinned to CPU {cpu} ran"
+        );
+    }
+    Ok(())
+}
+
+fn sleep_lasts_at_least_its_time() -> TestResult {
+    let start = time::now_ns();
+    sched::sleep(30_000_000);
+    let slept = time::now_ns() - start;
+    check!(slept >= 30_000_000, "slept {slept} ns of 30 ms");
+    check!(
+        slept < Duration::from_secs(5).as_nanos() as u64,
+        "slept {slept} ns: the wake-up came very late"
+    );
+    Ok(())
+}
+
+fn new_space() -> Result<AddressSpace, crate::ktest::TestFailure> {
+    let root = x86_64::PhysAddr::new(tlb::system().kernel_address_space().root());
+    Ok(require_ok!(
+        AddressSpace::new(root).map_err(|_| "out of frames")
+    ))
+}
+
+fn demand_zero_copy_and_discard() -> TestResult {
+    let space = new_space()?;
+    let base = require_ok!(
+        space
+            .map_anonymous(0, 3 * PAGE_SIZE, prot::READ | prot::WRITE, false)
+            .map_err(|e| alloc::format!("{e:?}"))
+    );
+    check_eq!(
+        space.copy_in(base, 16),
+        Ok(alloc::vec![0u8; 16]),
+        "fresh anonymous memory reads as zero"
+    );
+    let message = b"crosses a page boundary";
+    let at = base + PAGE_SIZE - 5;
+    check_eq!(space.copy_out(at, message), Ok(()));
+    check_eq!(space.copy_in(at, message.len()), Ok(message.to_vec()));
+    check_eq!(space.discard(base, 2 * PAGE_SIZE), Ok(()));
+    check_eq!(
+        space.copy_in(at, message.len()),
+        Ok(alloc::vec![0u8; message.len()]),
+        "after DONTNEED"
+    );
+    check_eq!(space.unmap(base, 3 * PAGE_SIZE), Ok(()));
+    check_eq!(space.copy_in(base, 1), Err(Errno::Fault), "after munmap");
+    space.tear_down();
+    Ok(())
+}
+
+fn faults_respect_protection() -> TestResult {
+    let space = new_space()?;
+    let read = Access {
+        write: false,
+        execute: false,
+    };
+    let write = Access {
+        write: true,
+        execute: false,
+    };
+    let execute = Access {
+        write: false,
+        execute: true,
+    };
+    let base = require_ok!(
+        space
+            .map_anonymous(0, PAGE_SIZE, prot::READ, false)
+            .map_err(|e| alloc::format!("{e:?}"))
+    );
+    check_eq!(space.handle_fault(base, read), Ok(()));
+    check_eq!(space.handle_fault(base, write), Err(FaultError::Protection));
+    check_eq!(
+        space.handle_fault(base, execute),
+        Err(FaultError::Protection)
+    );
+    check_eq!(
+        space.handle_fault(base + PAGE_SIZE, read),
+        Err(FaultError::Unmapped)
+    );
+    check_eq!(
+        space.handle_fault(0xffff_8000_0000_0000, read),
+        Err(FaultError::Unmapped),
+        "kernel address"
+    );
+    check_eq!(
+        space.protect(base, PAGE_SIZE, prot::READ | prot::WRITE),
+        Ok(())
+    );
+    check_eq!(space.handle_fault(base, write), Ok(()));
+    check_eq!(space.protect(base, PAGE_SIZE, prot::NONE), Ok(()));
+    check_eq!(
+        space.handle_fault(base, read),
+        Err(FaultError::Protection),
+        "PROT_NONE"
+    );
+    space.tear_down();
+    Ok(())
+}
+
+fn rejects_bad_ranges_and_flags() -> TestResult {
+    let space = new_space()?;
+    let rw = prot::READ | prot::WRITE;
+    check_eq!(
+        space.map_anonymous(0, 0, rw, false),
+        Err(Errno::Inval),
+        "zero length"
+    );
+    check_eq!(
+        space.map_anonymous(0, u64::MAX, rw, false),
+        Err(Errno::Inval),
+        "overflowing length"
+    );
+    check_eq!(
+        space.map_anonymous(0, PAGE_SIZE, 0x80, false),
+        Err(Errno::Inval),
+        "unknown prot bit"
+    );
+    check_eq!(
+        space.map_anonymous(0x1234, PAGE_SIZE, rw, true),
+        Err(Errno::Inval),
+        "misaligned fixed address"
+    );
+    check_eq!(
+        space.map_anonymous(0xffff_8000_0000_0000, PAGE_SIZE, rw, true),
+        Err(Errno::Inval),
+        "kernel address"
+    );
+    check_eq!(
+        space.unmap(0x1001, PAGE_SIZE),
+        Err(Errno::Inval),
+        "misaligned munmap"
+    );
+    check_eq!(
+        space.unmap(abi::USER_END - PAGE_SIZE, 2 * PAGE_SIZE),
+        Err(Errno::Inval),
+        "munmap past user space"
+    );
+    check_eq!(
+        space.protect(0x7000_0000, PAGE_SIZE, prot::READ),
+        Err(Errno::NoMem),
+        "mprotect of a hole"
+    );
+    check_eq!(
+        space.copy_in(u64::MAX - 4, 16),
+        Err(Errno::Fault),
+        "overflowing pointer"
+    );
+    space.tear_down();
+    Ok(())
+}
+
+fn page_out_and_back() -> TestResult {
+    let space = new_space()?;
+    let pages = 4;
+    let base = require_ok!(
+        space
+            .map_anonymous(0, pages * PAGE_SIZE, prot::READ | prot::WRITE, false)
+            .map_err(|e| alloc::format!("{e:?}"))
+    );
+    let pattern: Vec<u8> = (0..pages * PAGE_SIZE).map(|i| (i % 251) as u8).collect();
+    check_eq!(space.copy_out(base, &pattern), Ok(()));
+    let slots_before = swap::used();
+    check_eq!(space.page_out(base, pages * PAGE_SIZE), Ok(()));
+    check_eq!(
+        swap::used(),
+        slots_before + pages as usize,
+        "slots after PAGEOUT"
+    );
+    check_eq!(
+        space.copy_in(base, pattern.len()),
+        Ok(pattern),
+        "contents after swapping back in"
+    );
+    check_eq!(
+        swap::used(),
+        slots_before,
+        "slots after every page came back"
+    );
+    check_eq!(space.page_out(base, 2 * PAGE_SIZE), Ok(()));
+    check_eq!(space.unmap(base, pages * PAGE_SIZE), Ok(()));
+    check_eq!(
+        swap::used(),
+        slots_before,
+        "munmap frees the slots of swapped pages"
+    );
+    check_eq!(
+        space.page_out(base, PAGE_SIZE),
+        Err(Errno::NoMem),
+        "PAGEOUT of a hole"
+    );
+    check_eq!(
+        space.discard(base, PAGE_SIZE),
+        Err(Errno::NoMem),
+        "DONTNEED of a hole"
+    );
+    space.tear_down();
+    Ok(())
+}

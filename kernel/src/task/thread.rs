@@ -1,0 +1,108 @@
+//! Threads: a kernel stack, a saved stack pointer, a state.
+//!
+//! Every thread, user or kernel, has its own kernel stack. A user thread's
+//! registers in ring 3 live in a `TrapFrame` at the top of that stack while
+//! the kernel runs on its behalf; its kernel-side state is whatever is on the
+//! stack below, down to the saved stack pointer when it is switched out.
+
+use alloc::{boxed::Box, sync::Arc, vec, vec::Vec};
+
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use spin::Mutex;
+
+use super::process::Process;
+use crate::arch::context::{self, ThreadStart};
+
+/// Kernel stack size of every thread.
+const KERNEL_STACK_SIZE: usize = 32 * 1024;
+
+static NEXT_TID: AtomicU64 = AtomicU64::new(1);
+
+/// Where a thread is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThreadState {
+    /// In a run queue, or about to be.
+    Runnable,
+    /// On a CPU.
+    Running,
+    /// Waiting for a wake-up (join, wait, sleep).
+    Blocked,
+    /// Finished with this value; never runs again.
+    Exited(i64),
+}
+
+pub struct Thread {
+    pub tid: u64,
+    /// `None` for kernel threads (idle, the boot thread).
+    pub process: Option<Arc<Process>>,
+    /// `None` for a thread that adopted a stack it did not allocate (the
+    /// boot CPU's and each AP's initial context).
+    kernel_stack: Option<Box<[u64]>>,
+    /// Where `switch` left the stack pointer while the thread is not running.
+    pub(crate) saved_rsp: AtomicU64,
+    /// True from the moment a CPU switches to the thread until the CPU that
+    /// switched away from it has saved its stack pointer. Another CPU must
+    /// not switch to it before then.
+    pub(crate) on_cpu: AtomicBool,
+    pub(crate) state: Mutex<ThreadState>,
+    /// The CPU it must run on, or `abi::ANY_CPU`.
+    pub(crate) affinity: AtomicU64,
+    /// The CPU it last ran on.
+    pub(crate) last_cpu: AtomicUsize,
+    /// When a sleeping thread wakes (ns since boot).
+    pub(crate) wake_at: AtomicU64,
+    /// The exit value and who waits for it; its lock is the condition lock
+    /// of `join` (always taken before any thread's `state`).
+    pub(crate) exit: Mutex<ExitStatus>,
+}
+
+/// A thread's exit value, once it has one, and the threads joining it.
+#[derive(Default)]
+pub struct ExitStatus {
+    pub value: Option<i64>,
+    pub joiners: Vec<Arc<Thread>>,
+}
+
+impl Thread {
+    fn with_stack(
+        process: Option<Arc<Process>>,
+        kernel_stack: Option<Box<[u64]>>,
+        saved_rsp: u64,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            tid: NEXT_TID.fetch_add(1, Ordering::Relaxed),
+            process,
+            kernel_stack,
+            saved_rsp: AtomicU64::new(saved_rsp),
+            on_cpu: AtomicBool::new(false),
+            state: Mutex::new(ThreadState::Runnable),
+            affinity: AtomicU64::new(abi::ANY_CPU),
+            last_cpu: AtomicUsize::new(0),
+            wake_at: AtomicU64::new(0),
+            exit: Mutex::new(ExitStatus::default()),
+        })
+    }
+
+    /// A new thread that starts as `start` says once scheduled.
+    pub fn new(process: Option<Arc<Process>>, start: ThreadStart) -> Arc<Self> {
+        let mut stack = vec![0u64; KERNEL_STACK_SIZE / 8].into_boxed_slice();
+        let rsp = context::prepare_stack(&mut stack, start);
+        Self::with_stack(process, Some(stack), rsp)
+    }
+
+    /// The thread object for the context already running on this CPU.
+    pub fn adopt_current() -> Arc<Self> {
+        let thread = Self::with_stack(None, None, 0);
+        *thread.state.lock() = ThreadState::Running;
+        thread.on_cpu.store(true, Ordering::Relaxed);
+        thread
+    }
+
+    /// The top of the kernel stack (RSP0 and the syscall stack), if owned.
+    pub fn kernel_stack_top(&self) -> Option<u64> {
+        self.kernel_stack
+            .as_ref()
+            .map(|stack| stack.as_ptr() as u64 + (stack.len() * 8) as u64)
+    }
+}

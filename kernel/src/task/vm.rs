@@ -1,0 +1,524 @@
+//! A process's memory: its regions (VMAs), page tables and TLB context.
+//!
+//! Regions record what the program asked for (`mmap`, the program image, the
+//! stacks); page-table entries appear only when a page is first touched
+//! (demand-zero) or loaded. Every change that removes or weakens a mapping
+//! follows the order that makes TLB shootdown correct:
+//!
+//! 1. change the page tables (under the address-space lock);
+//! 2. flush, through `mm`, every CPU that may cache the old translation;
+//! 3. only then free the frames that the old entries pointed to.
+//!
+//! Freeing before the flush returns would let a thread on another CPU keep
+//! reading (or writing!) a frame that already belongs to someone else.
+
+use alloc::{collections::BTreeMap, vec, vec::Vec};
+
+use abi::{Errno, PAGE_SIZE, USER_END, prot};
+use mm::AddressSpaceTlb;
+use spin::Mutex;
+use x86_64::PhysAddr;
+
+use crate::{
+    arch::phys,
+    memory::{
+        frames::{self, Frame},
+        page_table::{self, Leaf, OutOfFrames, PageTable},
+    },
+    tlb,
+};
+
+use super::swap;
+
+/// Where `mmap` without a fixed address starts looking.
+const MMAP_BASE: u64 = 0x1000_0000_0000;
+/// The largest single region a program may ask for.
+const MAX_REGION: u64 = 1 << 40;
+
+/// A mapped region: `[start, end)` with protection `prot`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Region {
+    end: u64,
+    prot: u64,
+}
+
+struct Memory {
+    table: PageTable,
+    /// Regions by start address; they never overlap.
+    regions: BTreeMap<u64, Region>,
+}
+
+/// How a page fault was resolved.
+#[derive(Debug, PartialEq, Eq)]
+pub enum FaultError {
+    /// No region covers the address.
+    Unmapped,
+    /// A region covers it but forbids the access.
+    Protection,
+    /// No frame for the page.
+    OutOfMemory,
+}
+
+/// What the faulting access was.
+#[derive(Clone, Copy, Debug)]
+pub struct Access {
+    pub write: bool,
+    pub execute: bool,
+}
+
+/// One process's address space.
+pub struct AddressSpace {
+    memory: Mutex<Memory>,
+    /// `mm`'s record of which CPUs may cache this address space.
+    pub tlb: AddressSpaceTlb,
+}
+
+/// Page-table flags for `prot`. x86 cannot express write-only or
+/// execute-only pages, so any access right makes the page readable; with no
+/// right at all (`PROT_NONE`) the entry keeps its frame but loses the USER
+/// bit, so ring 3 faults on it and the contents survive for a later
+/// `mprotect`.
+fn entry_flags(prot: u64) -> u64 {
+    let mut flags = if prot == prot::NONE {
+        0
+    } else {
+        page_table::USER
+    };
+    if prot & prot::WRITE != 0 {
+        flags |= page_table::WRITABLE;
+    }
+    if prot & prot::EXEC == 0 {
+        flags |= page_table::NO_EXECUTE;
+    }
+    flags
+}
+
+/// Whether a region with `prot` allows `access` (see [`entry_flags`] for why
+/// any right implies reading).
+fn permits(prot: u64, access: Access) -> bool {
+    prot != prot::NONE
+        && (!access.write || prot & prot::WRITE != 0)
+        && (!access.execute || prot & prot::EXEC != 0)
+}
+
+fn is_page_aligned(value: u64) -> bool {
+    value.is_multiple_of(PAGE_SIZE)
+}
+
+/// Checks `[start, start+len)`: page-aligned start, non-zero length that
+/// rounds up to pages without overflow, entirely in user space. Returns the
+/// page-rounded end.
+fn user_range(start: u64, len: u64) -> Result<u64, Errno> {
+    if !is_page_aligned(start) || len == 0 || len > MAX_REGION {
+        return Err(Errno::Inval);
+    }
+    let end = start
+        .checked_add(len)
+        .and_then(|end| end.checked_next_multiple_of(PAGE_SIZE))
+        .ok_or(Errno::Inval)?;
+    if start < PAGE_SIZE || end > USER_END {
+        return Err(Errno::Inval);
+    }
+    Ok(end)
+}
+
+impl Memory {
+    /// The region containing `va`.
+    fn region_at(&self, va: u64) -> Option<(u64, Region)> {
+        let (&start, &region) = self.regions.range(..=va).next_back()?;
+        (va < region.end).then_some((start, region))
+    }
+
+    fn overlaps(&self, start: u64, end: u64) -> bool {
+        self.regions
+            .range(..end)
+            .next_back()
+            .is_some_and(|(_, region)| region.end > start)
+    }
+
+    /// A free gap of `len` bytes at or above `MMAP_BASE`.
+    fn find_gap(&self, len: u64) -> Option<u64> {
+        let mut candidate = MMAP_BASE;
+        for (&start, region) in self.regions.range(MMAP_BASE..) {
+            if start >= candidate.checked_add(len)? {
+                break;
+            }
+            candidate = candidate.max(region.end);
+        }
+        (candidate.checked_add(len)? <= USER_END).then_some(candidate)
+    }
+
+    /// Splits regions so that `at` is a region boundary.
+    fn split_at(&mut self, at: u64) {
+        if let Some((start, region)) = self.region_at(at)
+            && start != at
+        {
+            self.regions.insert(
+                start,
+                Region {
+                    end: at,
+                    prot: region.prot,
+                },
+            );
+            self.regions.insert(at, region);
+        }
+    }
+
+    /// The region starts inside `[start, end)` after splitting at both ends.
+    fn isolate(&mut self, start: u64, end: u64) -> Vec<u64> {
+        self.split_at(start);
+        self.split_at(end);
+        self.regions
+            .range(start..end)
+            .map(|(&start, _)| start)
+            .collect()
+    }
+
+    /// Whether regions cover all of `[start, end)`.
+    fn covers(&self, start: u64, end: u64) -> bool {
+        let mut covered = start;
+        while covered < end {
+            match self.region_at(covered) {
+                Some((_, region)) => covered = region.end,
+                None => return false,
+            }
+        }
+        true
+    }
+
+    /// Removes the page-table entries of `[start, end)`: swap slots are freed
+    /// at once, frames are returned for freeing after the TLB flush.
+    fn unmap_pages(&mut self, start: u64, end: u64) -> Vec<Frame> {
+        let mut frames = Vec::new();
+        for va in (start..end).step_by(PAGE_SIZE as usize) {
+            match self.table.take(va) {
+                Leaf::Present { frame, .. } => frames.push(frame),
+                Leaf::Swapped { slot } => swap::discard(slot),
+                Leaf::Empty => {}
+            }
+        }
+        frames
+    }
+
+    /// The frame backing `va` in a region with `prot`: already there,
+    /// brought back from swap, or a fresh zeroed one (demand paging).
+    fn resident_frame(&mut self, va: u64, prot: u64) -> Result<Frame, OutOfFrames> {
+        match self.table.leaf(va) {
+            Leaf::Present { frame, .. } => Ok(frame),
+            Leaf::Empty => self.populate(va, prot),
+            Leaf::Swapped { slot } => {
+                let frame = frames::allocate().ok_or(OutOfFrames)?;
+                self.table.take(va);
+                phys::write_frame(frame, 0, &swap::take(slot)[..]);
+                self.table.map(va, frame, entry_flags(prot))?;
+                Ok(frame)
+            }
+        }
+    }
+
+    /// Maps a fresh zeroed frame at `va`.
+    fn populate(&mut self, va: u64, prot: u64) -> Result<Frame, OutOfFrames> {
+        let frame = frames::allocate().ok_or(OutOfFrames)?;
+        phys::zero_frame(frame);
+        if let Err(error) = self.table.map(va, frame, entry_flags(prot)) {
+            frames::free(frame);
+            return Err(error);
+        }
+        Ok(frame)
+    }
+}
+
+impl AddressSpace {
+    /// An empty address space sharing the kernel's upper half.
+    pub fn new(kernel_root: PhysAddr) -> Result<Self, OutOfFrames> {
+        let table = PageTable::new(kernel_root)?;
+        let tlb = tlb::system().new_address_space(table.root().as_u64());
+        Ok(Self {
+            memory: Mutex::new(Memory {
+                table,
+                regions: BTreeMap::new(),
+            }),
+            tlb,
+        })
+    }
+
+    /// `mmap`: a new anonymous region of `len` bytes with `prot`, at `addr`
+    /// if `fixed` (which must be free), else wherever there is room.
+    pub fn map_anonymous(&self, addr: u64, len: u64, prot: u64, fixed: bool) -> Result<u64, Errno> {
+        if prot & !prot::ALL != 0 {
+            return Err(Errno::Inval);
+        }
+        let rounded = len
+            .checked_next_multiple_of(PAGE_SIZE)
+            .ok_or(Errno::Inval)?;
+        let mut memory = self.memory.lock();
+        let start = if fixed {
+            user_range(addr, rounded)?;
+            if memory.overlaps(addr, addr + rounded) {
+                return Err(Errno::Inval);
+            }
+            addr
+        } else {
+            if rounded == 0 || rounded > MAX_REGION {
+                return Err(Errno::Inval);
+            }
+            memory.find_gap(rounded).ok_or(Errno::NoMem)?
+        };
+        memory.regions.insert(
+            start,
+            Region {
+                end: start + rounded,
+                prot,
+            },
+        );
+        Ok(start)
+    }
+
+    /// `munmap`: removes every mapping in the range (holes are fine).
+    pub fn unmap(&self, start: u64, len: u64) -> Result<(), Errno> {
+        let end = user_range(start, len)?;
+        let mut memory = self.memory.lock();
+        for region_start in memory.isolate(start, end) {
+            memory.regions.remove(&region_start);
+        }
+        let freed = memory.unmap_pages(start, end);
+        self.flush_then_free(start, end, freed);
+        Ok(())
+    }
+
+    /// `mprotect`: changes the protection of every page in the range, which
+    /// must be mapped without holes.
+    pub fn protect(&self, start: u64, len: u64, new_prot: u64) -> Result<(), Errno> {
+        if new_prot & !prot::ALL != 0 {
+            return Err(Errno::Inval);
+        }
+        let end = user_range(start, len)?;
+        let mut memory = self.memory.lock();
+        if !memory.covers(start, end) {
+            return Err(Errno::NoMem);
+        }
+        for region_start in memory.isolate(start, end) {
+            if let Some(region) = memory.regions.get_mut(&region_start) {
+                region.prot = new_prot;
+            }
+        }
+        let flags = entry_flags(new_prot);
+        for va in (start..end).step_by(PAGE_SIZE as usize) {
+            memory.table.protect(va, flags);
+        }
+        self.flush_then_free(start, end, Vec::new());
+        Ok(())
+    }
+
+    /// `madvise(DONTNEED)`: drops the pages; the regions stay and the next
+    /// touch sees zeroes.
+    pub fn discard(&self, start: u64, len: u64) -> Result<(), Errno> {
+        let end = user_range(start, len)?;
+        let mut memory = self.memory.lock();
+        if !memory.covers(start, end) {
+            return Err(Errno::NoMem);
+        }
+        let freed = memory.unmap_pages(start, end);
+        self.flush_then_free(start, end, freed);
+        Ok(())
+    }
+
+    /// `madvise(PAGEOUT)`: moves the resident pages of the range to swap.
+    ///
+    /// All entries are cleared first and flushed with **one** flush for the
+    /// whole range; only then are the contents copied (a CPU writing through
+    /// a stale translation could otherwise change a page after its copy) and
+    /// the frames freed. Pages that find no swap slot are mapped back and
+    /// the call reports `NoSpc`.
+    pub fn page_out(&self, start: u64, len: u64) -> Result<(), Errno> {
+        let end = user_range(start, len)?;
+        let mut memory = self.memory.lock();
+        if !memory.covers(start, end) {
+            return Err(Errno::NoMem);
+        }
+        let mut taken = Vec::new();
+        for va in (start..end).step_by(PAGE_SIZE as usize) {
+            match memory.table.take(va) {
+                Leaf::Present { frame, .. } => taken.push((va, frame)),
+                Leaf::Swapped { slot } => memory
+                    .table
+                    .set_swapped(va, slot)
+                    .map_err(|OutOfFrames| Errno::NoMem)?,
+                Leaf::Empty => {}
+            }
+        }
+        if taken.is_empty() {
+            return Ok(());
+        }
+        tlb::flush_range(&self.tlb, start, end, false);
+        let mut swap_full = false;
+        for (va, frame) in taken {
+            let prot = memory
+                .region_at(va)
+                .map_or(prot::NONE, |(_, region)| region.prot);
+            match swap::store(|page| phys::read_frame(frame, 0, page)) {
+                Some(slot) => {
+                    memory
+                        .table
+                        .set_swapped(va, slot)
+                        .map_err(|OutOfFrames| Errno::NoMem)?;
+                    frames::free(frame);
+                }
+                None => {
+                    swap_full = true;
+                    memory
+                        .table
+                        .map(va, frame, entry_flags(prot))
+                        .map_err(|OutOfFrames| Errno::NoMem)?;
+                }
+            }
+        }
+        if swap_full { Err(Errno::NoSpc) } else { Ok(()) }
+    }
+
+    fn flush_then_free(&self, start: u64, end: u64, freed: Vec<Frame>) {
+        tlb::flush_range(&self.tlb, start, end, false);
+        for frame in freed {
+            frames::free(frame);
+        }
+    }
+
+    /// Resolves a page fault at `va`: maps a zeroed page if a region allows
+    /// the access, else says why not.
+    pub fn handle_fault(&self, va: u64, access: Access) -> Result<(), FaultError> {
+        let page = va & !(PAGE_SIZE - 1);
+        let mut memory = self.memory.lock();
+        let (_, region) = memory.region_at(page).ok_or(FaultError::Unmapped)?;
+        if !permits(region.prot, access) {
+            return Err(FaultError::Protection);
+        }
+        // Already present means another thread of the process resolved it
+        // first; swapped means swap it in; empty means demand-zero.
+        memory
+            .resident_frame(page, region.prot)
+            .map(|_| ())
+            .map_err(|OutOfFrames| FaultError::OutOfMemory)
+    }
+
+    /// Visits each page of `[va, va+len)` with the frame backing it (faulting
+    /// it in if needed), checking the access against the regions.
+    fn for_each_page(
+        &self,
+        va: u64,
+        len: usize,
+        access: Access,
+        mut visit: impl FnMut(Frame, usize, core::ops::Range<usize>),
+    ) -> Result<(), Errno> {
+        let end = va
+            .checked_add(len as u64)
+            .filter(|&end| end <= USER_END)
+            .ok_or(Errno::Fault)?;
+        let mut memory = self.memory.lock();
+        let mut cursor = va;
+        while cursor < end {
+            let page = cursor & !(PAGE_SIZE - 1);
+            let (_, region) = memory.region_at(page).ok_or(Errno::Fault)?;
+            if !permits(region.prot, access) {
+                return Err(Errno::Fault);
+            }
+            let frame = memory
+                .resident_frame(page, region.prot)
+                .map_err(|OutOfFrames| Errno::NoMem)?;
+            let chunk_end = end.min(page + PAGE_SIZE);
+            let done = (cursor - va) as usize;
+            visit(
+                frame,
+                (cursor - page) as usize,
+                done..done + (chunk_end - cursor) as usize,
+            );
+            cursor = chunk_end;
+        }
+        Ok(())
+    }
+
+    /// Copies `len` bytes of user memory at `va` into the kernel.
+    pub fn copy_in(&self, va: u64, len: usize) -> Result<Vec<u8>, Errno> {
+        let mut buffer = vec![0; len];
+        self.for_each_page(
+            va,
+            len,
+            Access {
+                write: false,
+                execute: false,
+            },
+            |frame, offset, range| {
+                phys::read_frame(frame, offset, &mut buffer[range]);
+            },
+        )?;
+        Ok(buffer)
+    }
+
+    /// Copies `data` into user memory at `va`.
+    pub fn copy_out(&self, va: u64, data: &[u8]) -> Result<(), Errno> {
+        self.for_each_page(
+            va,
+            data.len(),
+            Access {
+                write: true,
+                execute: false,
+            },
+            |frame, offset, range| {
+                phys::write_frame(frame, offset, &data[range]);
+            },
+        )
+    }
+
+    /// Creates a region at a fixed address and fills it with `contents`
+    /// (zero beyond), for the program loader. The pages are mapped writable
+    /// while loading and get `prot` at the end.
+    pub fn load_region(
+        &self,
+        start: u64,
+        len: u64,
+        prot: u64,
+        contents: &[u8],
+    ) -> Result<(), Errno> {
+        let end = user_range(start, len)?;
+        {
+            let mut memory = self.memory.lock();
+            if memory.overlaps(start, end) {
+                return Err(Errno::Inval);
+            }
+            memory.regions.insert(
+                start,
+                Region {
+                    end,
+                    prot: prot::READ | prot::WRITE,
+                },
+            );
+        }
+        self.copy_out(start, contents)?;
+        let mut memory = self.memory.lock();
+        if let Some(region) = memory.regions.get_mut(&start) {
+            region.prot = prot;
+        }
+        for va in (start..end).step_by(PAGE_SIZE as usize) {
+            memory.table.protect(va, entry_flags(prot));
+        }
+        // The pages were never used with the old permissions on any CPU but
+        // this one; a local flush of the range is all the protection change
+        // needs, and `flush_range` with one CPU in the set sends no IPI.
+        drop(memory);
+        tlb::flush_range(&self.tlb, start, end, false);
+        Ok(())
+    }
+
+    /// Tears the user half down once no thread runs in it: flushes every CPU
+    /// (reaching lazy ones too, since page tables are freed), gives back the
+    /// global ASID if it had one, frees every frame. The root table goes
+    /// when the address space is dropped.
+    pub fn tear_down(&self) {
+        tlb::flush_all(&self.tlb, true);
+        tlb::system().release_address_space(&self.tlb);
+        let mut memory = self.memory.lock();
+        memory.regions.clear();
+        let (frames, slots) = memory.table.clear_user_half();
+        frames.into_iter().for_each(frames::free);
+        slots.into_iter().for_each(swap::discard);
+    }
+}

@@ -1,0 +1,122 @@
+//! Ring-3 programs from the ramdisk, run with `exec=` under QEMU.
+//!
+//! Each test boots the kernel with one program and checks what it printed
+//! and how it ended. Faulting programs must be killed with a report while
+//! the kernel keeps running; system calls with bad arguments must return
+//! errors (the `syscall_errors` program checks every case itself).
+
+use std::time::Duration;
+
+use boot::qemu::{self, Outcome, QemuConfig, Run};
+
+fn exec(cpus: u32, program: &str) -> Run {
+    let config = QemuConfig::default()
+        .cpus(cpus)
+        .cmdline(format!("exec={program}"))
+        .timeout(Duration::from_secs(120));
+    qemu::run(&config).unwrap_or_else(|error| panic!("cannot boot the kernel: {error}"))
+}
+
+fn assert_exit(run: &Run, program: &str, code: i32) {
+    let line = format!("exec: {program} (pid 1) exited with {code}");
+    assert!(run.printed(&line), "expected '{line}'\n{}", run.describe());
+    let expected = if code == 0 {
+        Outcome::Success
+    } else {
+        Outcome::Failure
+    };
+    assert_eq!(run.outcome, expected, "{}", run.describe());
+}
+
+#[test]
+fn hello_runs_in_ring_3_with_its_arguments() {
+    let run = exec(2, "hello:first,second");
+    assert!(
+        run.printed("hello from ring 3: args='first second'"),
+        "{}",
+        run.describe()
+    );
+    assert_exit(&run, "hello", 0);
+}
+
+#[test]
+fn exit_codes_reach_the_kernel() {
+    assert_exit(&exec(1, "exit_code:7"), "exit_code", 7);
+    assert_exit(&exec(1, "exit_code:0"), "exit_code", 0);
+}
+
+#[test]
+fn threads_run_on_four_cpus_at_once() {
+    let run = exec(4, "threads:4,4");
+    assert!(
+        run.printed("4/4 joined, 4 distinct cpus, all running at once: yes"),
+        "{}",
+        run.describe()
+    );
+    assert_exit(&run, "threads", 0);
+}
+
+#[test]
+fn bad_system_call_arguments_return_errors() {
+    for cpus in [1, 4] {
+        let run = exec(cpus, "syscall_errors");
+        assert!(!run.printed("FAIL "), "{}", run.describe());
+        assert_exit(&run, "syscall_errors", 0);
+    }
+}
+
+#[test]
+fn faulting_programs_are_killed_with_a_report() {
+    let cases = [
+        ("kernel-read", "read at 0xffff800000000000 (no mapping)"),
+        ("null", "read at 0x0 (no mapping)"),
+        ("write-ro", "(protection violation)"),
+        ("exec-data", "execute at"),
+    ];
+    for (how, report) in cases {
+        let run = exec(2, &format!("fault:{how}"));
+        assert!(
+            run.printed("process 1 (fault) killed: thread"),
+            "{how}: no kill report\n{}",
+            run.describe()
+        );
+        assert!(
+            run.printed(report),
+            "{how}: expected '{report}'\n{}",
+            run.describe()
+        );
+        assert_exit(&run, "fault", 139);
+    }
+}
+
+#[test]
+fn every_system_call_succeeds_when_used_right() {
+    let run = exec(4, "syscalls");
+    assert!(!run.printed("FAIL "), "{}", run.describe());
+    assert!(
+        run.printed("syscalls: 12 cases, 0 failed"),
+        "{}",
+        run.describe()
+    );
+    assert_exit(&run, "syscalls", 0);
+}
+
+#[test]
+fn faults_kill_only_the_faulting_process() {
+    let run = exec(4, "isolation");
+    assert_eq!(
+        run.serial
+            .iter()
+            .filter(|line| line.contains(") killed: thread"))
+            .count(),
+        3,
+        "{}",
+        run.describe()
+    );
+    assert!(
+        run.printed("isolation: 0 unexpected outcomes"),
+        "{}",
+        run.describe()
+    );
+    assert_exit(&run, "isolation", 0);
+}
