@@ -22,7 +22,7 @@ use crate::context::AddressSpaceTlb;
 use crate::counters::{Counters, TraceReason};
 use crate::cpu_set::CpuSet;
 use crate::hardware::{BroadcastBackend, FlushRange, FlushRequest, FlushTarget, TlbHardware};
-use crate::sync::{Ordering, fence};
+use crate::sync::Ordering;
 use crate::system::TlbSystem;
 
 /// A pending deferred flush (one per reclaiming task; a plain value).
@@ -55,8 +55,7 @@ impl FlushBatch {
 impl TlbSystem<'_> {
     /// Records that pages of `mm` were unmapped without a flush (call after clearing PTEs).
     pub fn batch_add_pending(&self, batch: &mut FlushBatch, mm: &AddressSpaceTlb) {
-        mm.tlb_gen.fetch_add(1, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
+        self.bump_generation(mm);
         batch.cpus.union_with(&mm.cpus.snapshot(Ordering::Relaxed));
         batch.unmapped = true;
     }

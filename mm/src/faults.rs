@@ -1,8 +1,9 @@
 //! Deliberate bugs, switched on at run time, so tests can prove they catch each one.
 //!
-//! A test suite that never fails proves nothing. The host model (`mm/tests/`) turns each of
-//! these on in turn and checks that its oracle reports a stale translation; the unit tests
-//! do the same for the decision functions. The QEMU kernel can turn them on too, so a student
+//! A test suite that never fails proves nothing. The host model (`mm/tests/model/`) turns
+//! each of these on in turn and checks that its oracle reports a stale translation; the unit
+//! tests do the same for the decision functions; the loom checks (`mm/tests/loom/`, see
+//! [`crate::races`]) catch the weak-memory ones, which no real-thread test can. The QEMU kernel can turn them on too, so a student
 //! can watch a broken kernel misbehave. With no fault set, each check is one relaxed load of
 //! a word that is always zero.
 
@@ -27,6 +28,20 @@ pub enum Fault {
     /// The flush handler does a partial flush whenever the request is a range, without the
     /// `new == local + 1 == current` check.
     PartialFlushWithoutGenerationCheck = 1 << 5,
+    /// `switch_mm`'s full fences (after publishing SWITCHING and the CPU-set bit, and after
+    /// clearing `is_lazy` on a return from lazy mode) are only acquire-release fences, which
+    /// do not order a store before a later load (CVE-2025-40174; only loom can see this one).
+    SwitchFenceAcqRel = 1 << 6,
+    /// The flusher's full fence after bumping the generation (flush requests and
+    /// `batch_add_pending`) is only an acquire-release fence (the other side of the Dekker
+    /// pattern; only loom can see this one, since x86's locked increment is a full barrier).
+    BumpFenceAcqRel = 1 << 7,
+    /// Promotion publishes the global ASID with a relaxed store instead of release, so a CPU
+    /// can see the ASID without the transition flag (only loom can see this one).
+    PublishGlobalAsidRelaxed = 1 << 8,
+    /// `finish_asid_transition` does not wait for SWITCHING CPUs, so a CPU that read "no
+    /// global ASID" just before promotion is missed (reference section 7, item 9).
+    TransitionIgnoresSwitching = 1 << 9,
 }
 
 /// The set of enabled faults.

@@ -76,8 +76,7 @@ impl TlbSystem<'_> {
         freed_tables: bool,
     ) {
         let me = hw.current_cpu();
-        let new_gen = mm.tlb_gen.fetch_add(1, Ordering::SeqCst) + 1;
-        fence(Ordering::SeqCst);
+        let new_gen = self.bump_generation(mm);
         let mut request = FlushRequest {
             target: FlushTarget::AddressSpace { mm, new_gen },
             range: self.apply_ceiling(me, range),
@@ -110,6 +109,19 @@ impl TlbSystem<'_> {
     /// [`TlbSystem::flush_tlb_mm_range`].
     pub fn flush_tlb_mm(&self, hw: &impl TlbHardware, mm: &AddressSpaceTlb) {
         self.flush_tlb_mm_range(hw, mm, FlushRange::All, true);
+    }
+
+    /// Step 1 of every flush request (and of `batch_add_pending`): bump `mm`'s generation,
+    /// then a full fence, the flusher's side of the Dekker pattern (module docs). Returns
+    /// the new generation.
+    pub(crate) fn bump_generation(&self, mm: &AddressSpaceTlb) -> u64 {
+        let new_gen = mm.tlb_gen.fetch_add(1, Ordering::SeqCst) + 1;
+        fence(if self.faults.has(Fault::BumpFenceAcqRel) {
+            Ordering::AcqRel
+        } else {
+            Ordering::SeqCst
+        });
+        new_gen
     }
 
     fn apply_ceiling(&self, me: CpuId, range: FlushRange) -> FlushRange {

@@ -126,7 +126,12 @@ impl TlbSystem<'_> {
         };
         // Flag first, then the ASID with release (module docs).
         mm.asid_transition.store(true, Ordering::Relaxed);
-        mm.global_asid.store(asid, Ordering::Release);
+        let publish = if self.faults.has(Fault::PublishGlobalAsidRelaxed) {
+            Ordering::Relaxed
+        } else {
+            Ordering::Release
+        };
+        mm.global_asid.store(asid, publish);
         Counters::bump(&counters.promotions, 1);
         hw.trace(&TraceEvent {
             initiator: me,
@@ -188,7 +193,7 @@ impl TlbSystem<'_> {
             let st = &self.cpus[cpu];
             let loaded = loop {
                 let loaded = st.loaded.load(Ordering::Acquire);
-                if loaded != CTX_SWITCHING {
+                if loaded != CTX_SWITCHING || self.faults.has(Fault::TransitionIgnoresSwitching) {
                     break loaded;
                 }
                 spin_loop();

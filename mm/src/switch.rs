@@ -59,7 +59,7 @@ impl TlbSystem<'_> {
         if prev == next.ctx_id {
             if self.needs_global_asid(hw, next, prev_asid) {
                 // Promoted while we ran it on a dynamic ASID: move over (no flush with PCID).
-                fence(Ordering::SeqCst);
+                self.switch_fence();
                 generation = next.tlb_gen.load(Ordering::Relaxed);
                 (asid, need_flush) = self.choose_new_asid(hw, st, next, generation);
             } else if is_global_asid(prev_asid) || !was_lazy {
@@ -69,7 +69,7 @@ impl TlbSystem<'_> {
             } else {
                 // Back from lazy mode: catch up by generation. The fence pairs with the
                 // flusher's: if it read `is_lazy == true` and skipped us, we see its bump.
-                fence(Ordering::SeqCst);
+                self.switch_fence();
                 generation = next.tlb_gen.load(Ordering::Relaxed);
                 let slot_gen = st.slots[prev_asid as usize].tlb_gen.load(Ordering::Relaxed);
                 if slot_gen == generation {
@@ -87,7 +87,7 @@ impl TlbSystem<'_> {
                 next.cpus.insert(cpu, Ordering::Relaxed);
                 // The full fence of the switching race (module docs): SWITCHING and our
                 // CPU-set bit must be visible before we read the generation and global ASID.
-                fence(Ordering::SeqCst);
+                self.switch_fence();
                 generation = next.tlb_gen.load(Ordering::Relaxed);
             }
             (asid, need_flush) = self.choose_new_asid(hw, st, next, generation);
@@ -103,6 +103,16 @@ impl TlbSystem<'_> {
         // Publish the ASID before the id: a reader that sees the id sees the right ASID.
         st.loaded_asid.store(asid, Ordering::Release);
         st.loaded.store(next.ctx_id, Ordering::Release);
+    }
+
+    /// The switcher's full fence of the Dekker pattern (module docs).
+    #[inline]
+    fn switch_fence(&self) {
+        fence(if self.faults.has(Fault::SwitchFenceAcqRel) {
+            Ordering::AcqRel
+        } else {
+            Ordering::SeqCst
+        });
     }
 
     /// Picks the ASID to run `next` under on this CPU and whether the load must flush.
