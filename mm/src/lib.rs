@@ -23,6 +23,7 @@
 //! | `invlpgb.rs` | INVLPGB operand encoding and range chunking |
 //! | `counters.rs` | [`Counters`] and [`TraceEvent`] |
 //! | `faults.rs` | deliberate bugs that the tests must catch |
+//! | `races.rs` | the protocol's races in prose, and the loom checks ([`races`]) |
 //!
 //! ## The invariants
 //! 1. **Generation.** Every address space has a flush generation `tlb_gen`; every change
@@ -36,7 +37,7 @@
 //! 3. **Dekker.** Flusher: *bump generation; full fence; read CPU set and each CPU's loaded
 //!    context*. Switcher: *publish SWITCHING and set its bit; full fence; read generation*.
 //!    At least one side sees the other, so a switching CPU is either interrupted or flushes
-//!    itself. Linux shipped two CVEs in 2025 for breaking exactly this (see `switch.rs`).
+//!    itself. Linux shipped two CVEs in 2025 for breaking exactly this (see [`races`]).
 //! 4. **Partial only when exact.** A CPU applies a per-page flush only when that request is
 //!    the one change between its generation and the current one (`new == local + 1 ==
 //!    current`); otherwise it flushes the whole PCID.
@@ -83,7 +84,7 @@
 //! | 2 ASID budget | `asid_alloc::tests::full_space_count_is_exact_and_in_range` |
 //! | 3 slot cache | `tests::switching::seven_address_spaces_round_robin`, `cached_slot_flushes_only_when_generation_moved` |
 //! | 4 generation / `local + 1` | `tests::flushing::reversed_flushes_force_a_full_flush`, `partial_flush_when_exactly_one_behind`; model `mutation_partial_flush_without_generation_check` |
-//! | 5 barriers and SWITCHING | `tests::flushing::switching_cpu_is_interrupted`; model `mutation_generation_read_before_cpu_set`, `mutation_skip_switching_cpu` (the weak-memory side is for loom, issue 10) |
+//! | 5 barriers and SWITCHING | `tests::flushing::switching_cpu_is_interrupted`; model `mutation_generation_read_before_cpu_set`, `mutation_skip_switching_cpu`; loom `switch_vs_flush_*`, `lazy_vs_return_*`, `batch_vs_return_*` ([`races`]) |
 //! | 6 target test | `tests::flushing::target_test_every_state` |
 //! | 7 lazy CPUs | `tests::switching::lazy_cpu_catches_up_on_return`, `tests::flushing::freed_tables_reach_lazy_cpus`; model `mutation_skip_lazy_when_freeing_tables` |
 //! | 8 trimming | `tests::flushing::trim_removes_cpus_that_left` |
@@ -93,9 +94,9 @@
 //! | 12 TLBSYNC on the issuing CPU | model `mutation_tlbsync_on_other_cpu` (the kernel must not migrate in between) |
 //! | 13 kernel flushes | `tests::flushing::kernel_range_flushes`, `flush_all_reaches_everyone` |
 //! | 14 promotion | `tests::global::promotion_needs_threshold_cpus_and_respects_rate_limit`, `threshold_is_configurable_but_never_below_two`, `no_promotion_without_a_broadcast_backend` |
-//! | 15 publication | `tests::global::promotion_publishes_flag_with_asid` (the race: loom, issue 10) |
+//! | 15 publication | `tests::global::promotion_publishes_flag_with_asid`; loom `publication_*` |
 //! | 16 no-flush switch to global | `tests::global::stragglers_move_over_without_flush`, `transition_finishes_only_when_all_moved` |
-//! | 17 transition completion | `tests::global::transition_finishes_only_when_all_moved`, `lazy_stragglers_are_reached_during_transition`; model `mutation_no_ipi_during_transition` |
+//! | 17 transition completion | `tests::global::transition_finishes_only_when_all_moved`, `lazy_stragglers_are_reached_during_transition`; model `mutation_no_ipi_during_transition`; loom `transition_vs_switch_*` |
 //! | 18 deferred reuse | `asid_alloc::tests::freed_asid_reused_only_after_rollover`, `tests::global::rollover_flushes_before_reuse`; model `mutation_reuse_global_asid_before_rollover` |
 //! | 19 allocator | `asid_alloc::tests::randomized_against_reference_model` |
 //! | 20 batching | `tests::batching::*` |
@@ -108,6 +109,12 @@
 //! `cargo test -p mm` runs it with about 10^6 simulated operations over all backends, plus
 //! the mutation checks. `MM_MODEL_SCALE=50` runs fifty times as many seeds;
 //! `MM_MODEL_SEED=<n>` replays one seed (every failure prints its seed).
+//!
+//! ## Running the loom checks
+//! `RUSTFLAGS="--cfg loom" cargo test -p mm --release --test loom` explores every
+//! interleaving and weak-memory reordering of six small race scenarios on the real code,
+//! and proves that each scenario's mutated twins are rejected; [`races`] explains the races
+//! and lists the tests.
 
 #![no_std]
 #![forbid(unsafe_code)]
@@ -128,6 +135,7 @@ mod global_asid;
 mod hardware;
 pub mod invlpgb;
 mod percpu;
+pub mod races;
 mod switch;
 mod sync;
 mod system;

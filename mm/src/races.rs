@@ -1,0 +1,156 @@
+//! # The races, and the loom checks that prove them closed
+//!
+//! This module has no code: it explains the protocol's six races, the interleaving that
+//! breaks each one, and the loom tests (`mm/tests/loom/`) that check the real code of this
+//! crate against every interleaving and every weak-memory reordering the C11 model allows.
+//! Random stress on x86 hardly ever finds these bugs (they are store-to-load reorderings
+//! inside a window of a few instructions); loom finds each in milliseconds.
+//!
+//! Run them with
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" cargo test -p mm --release --test loom -- --nocapture
+//! ```
+//!
+//! (`--nocapture` prints, per scenario, how many interleavings loom explored and the time.)
+//! Every scenario has mutated twins that switch on one deliberate bug (a [`crate::Fault`], or
+//! a weakened cross-call handshake) and **must fail**: a mutated twin that passes fails the
+//! suite, so the proof cannot silently go stale.
+//!
+//! ## How a stale translation is detected
+//! The tests' [`crate::TlbHardware`] (`tests/loom/machine.rs`) models the hardware around
+//! `mm`: per address space, the version of its page tables (a test "unmaps a page" by
+//! raising it right before calling the real flush, so version *n* is what generation *n*
+//! stands for); per simulated CPU and PCID, the oldest version its TLB may still hold. A CR3
+//! load without the flush bit keeps what the PCID holds; a flush refills from the current
+//! page tables. After the threads are joined, the oracle demands: no CPU runs an address
+//! space on a PCID older than the last flush that *returned*; no global PCID is stale on
+//! any CPU; and no ASID slot claims a generation its PCID does not hold (or a later switch
+//! would wrongly skip a flush). The handshake scenario adds a second detector: the unmapped
+//! page is a loom `UnsafeCell` that CPUs with an old translation read and the flusher
+//! frees after its flush returns; if that free is not ordered after every such read, loom
+//! reports a causality violation (a use after free through a stale TLB entry).
+//!
+//! ## 1. Switch versus flush (CVE-2025-40174, CVE-2025-37964)
+//! Switcher (`switch_mm`): store `loaded = SWITCHING`, set its bit in the CPU set, **full
+//! fence**, read `tlb_gen`, pick the ASID (no flush if its slot is current), load CR3,
+//! publish `loaded`. Flusher (`flush_tlb_mm_range`): change the PTEs, bump `tlb_gen`,
+//! **full fence**, read the CPU set and each CPU's `loaded`, IPI the targets. This is the
+//! Dekker pattern: with both fences at least one side sees the other. Break it and:
+//!
+//! ```text
+//! CPU 1 (switching back to mm, slot at gen 2)   CPU 0 (flusher)
+//! loaded = SWITCHING    (sits in store buffer)
+//!                                               unmap page; tlb_gen = 3
+//!                                               read loaded(1) -> old mm: skip CPU 1
+//! read tlb_gen -> 2     (reordered before the   flush returns, page freed
+//!                        SWITCHING store)
+//! slot is current: load CR3 without flush  ->  CPU 1 uses the freed page's translation
+//! ```
+//!
+//! Tests: `switch_vs_flush_is_safe`; rejected mutations: `SwitchFenceAcqRel` (the switcher's
+//! fence is only acquire-release, which never orders a store before a later load: the
+//! upstream CVE-2025-40174), `BumpFenceAcqRel` (the flusher's fence likewise; x86 hides this
+//! one because its locked increment is a full barrier, C11 does not promise it),
+//! `GenerationReadBeforeCpuSet` (the 6.1/6.6/6.12 backports' order), and
+//! `SkipSwitchingCpus` (flushers treat SWITCHING as "not running it": CVE-2025-37964).
+//! The scenario keeps CPU 1's bit in the CPU set from an earlier run, the upstream case; if
+//! the bit had been trimmed, a flush would have moved the generation past CPU 1's slot
+//! already and the switch would flush anyway.
+//!
+//! ## 2. Global-ASID publication
+//! Promotion stores `asid_transition = true`, then the global ASID with **release**; every
+//! reader loads the ASID with **acquire**. A flusher that sees the ASID broadcasts to the
+//! global PCID, which does not reach CPUs still running the address space on a dynamic
+//! ASID; it must therefore also see the flag, which makes it finish the transition (IPI
+//! the stragglers). With a relaxed publication the flusher can see the ASID but not the
+//! flag, skip the stragglers, and return while CPU 1 still runs on a stale dynamic PCID.
+//!
+//! Test: `publication_is_safe` (CPU 2 promotes while CPU 0 flushes and CPU 1 runs the
+//! address space); rejected mutation: `PublishGlobalAsidRelaxed`.
+//!
+//! ## 3. Transition completion versus a concurrent switch
+//! `finish_asid_transition` clears the flag only when no CPU runs the address space on a
+//! dynamic ASID. A CPU in the middle of a switch may already have read "no global ASID"
+//! (before the promotion) and be about to load its dynamic ASID without a flush. If the
+//! finisher treats its `SWITCHING` as "not running it", it clears the flag, and nothing
+//! will ever flush that dynamic PCID again:
+//!
+//! ```text
+//! CPU 1 (switching back to mm)                  CPU 0
+//! loaded = SWITCHING; fence
+//! read tlb_gen -> 2, global ASID -> none
+//!                                               promote mm; unmap page; tlb_gen = 3
+//!                                               broadcast to the global PCID
+//!                                               finish: CPU 1 is SWITCHING, ignore it;
+//!                                               clear the flag; return
+//! load dynamic ASID without flush (slot at 2)  ->  stale
+//! ```
+//!
+//! The fix (Linux too) is to wait while a CPU is SWITCHING, then look at its ASID. Test:
+//! `transition_vs_switch_is_safe`; rejected mutation: `TransitionIgnoresSwitching`.
+//!
+//! ## 4. Lazy-CPU skipping versus a return from idle
+//! Flushers skip lazy CPUs (unless page tables are freed): they catch up by generation
+//! when they return. The return path clears `is_lazy`, **full fence**, reads `tlb_gen`; the
+//! flusher bumps, **full fence**, reads `is_lazy`. Same Dekker pattern as race 1: without
+//! either fence the flusher reads `is_lazy == true` and skips, while the returning CPU
+//! reads the old generation, finds its slot current and keeps its stale TLB.
+//!
+//! Test: `lazy_vs_return_is_safe`; rejected mutations: `SwitchFenceAcqRel`,
+//! `BumpFenceAcqRel`.
+//!
+//! ## 5. Batch add-pending versus batch flush
+//! Reclaim clears PTEs and calls `batch_add_pending` (bump the generation, **full fence**,
+//! collect the CPU set) and only later `batch_flush`, which skips lazy CPUs. A CPU that
+//! returns from lazy mode between the two must catch up by generation: the bump's fence in
+//! `batch_add_pending` pairs with the return path's fence. (A CPU switching in with its
+//! bit already set is always interrupted by a batch flush, whose target is "whatever user
+//! address space is loaded", so the lazy return is the race that matters.) Test:
+//! `batch_vs_return_is_safe`; rejected mutation: `BumpFenceAcqRel`.
+//!
+//! ## 6. The IPI completion handshake
+//! A flush request returns only when every target has run its handler, because the
+//! caller then frees the page. The cross-call protocol is the kernel's, not this crate's,
+//! so the tests model it abstractly: the sender sets the targets' bits in a pending set
+//! with Release and waits until they are clear, loading with Acquire; each target, when its
+//! interrupts are on, runs `handle_flush_ipi` and clears its bit with **Release**. The
+//! Release/Acquire pair is what orders the target's last use of the old translation before
+//! the caller's free. The scenario has one target (two made loom run for many minutes).
+//! Test: `handshake_is_safe`; rejected mutations: the target clears its
+//! bit with a relaxed RMW, the caller waits with relaxed loads, the caller does not wait
+//! (each reported by loom as a causality violation on the freed page).
+//!
+//! ## Limits of the proof
+//! * Scenarios are small (two or three CPUs, one flush) and explored under a **preemption
+//!   bound** (3, or 2 where noted): loom tries every interleaving with at most that many
+//!   involuntary switches, and every value each load may return. Bugs needing more
+//!   preemptions are out of reach; the races above need one or two.
+//! * loom treats SeqCst *accesses* as acquire-release (it may report false alarms, never
+//!   hide a bug); SeqCst *fences*, which this protocol relies on, are modelled exactly.
+//!   loom does not explore load buffering (C11 allows it, x86 does not).
+//! * loom's partial-order reduction remembers only the last access to each atomic, so a
+//!   thread's own load can hide another's racing load. Each racing thread therefore starts
+//!   with a relaxed RMW on a shared harness atomic, so loom also tries running it before
+//!   the others' accesses (without that, race 2 was never explored).
+//! * Page walks are modelled as sequentially consistent and INVLPGB as instantaneous on
+//!   every CPU; the protocol's own atomics run on the weak model.
+//!
+//! ## Interleavings explored (2 shared cores, `--release`, whole suite about 15 s)
+//! | scenario | test | bound | interleavings | time |
+//! |---|---|---|---|---|
+//! | 1 switch vs flush | `switch_vs_flush_is_safe` | 3 | 461 | 0.1 s |
+//! | 2 global-ASID publication | `publication_is_safe` | 3 | 17 170 | 4 to 8 s |
+//! | 3 transition vs switch | `transition_vs_switch_is_safe` | 2 | 322 | 0.1 s |
+//! | 4 lazy vs return | `lazy_vs_return_is_safe` | 3 | 120 | 0.02 s |
+//! | 5 batch vs return | `batch_vs_return_is_safe` | 3 | 120 | 0.04 s |
+//! | 6 IPI handshake | `handshake_is_safe` | 3 | 101 | 0.02 s |
+//!
+//! The mutated twins and the interleaving at which loom rejects each: switch vs flush:
+//! `SwitchFenceAcqRel` 6, `BumpFenceAcqRel` 6, `GenerationReadBeforeCpuSet` 1,
+//! `SkipSwitchingCpus` 173; publication: `PublishGlobalAsidRelaxed` about 14 800 (6 s);
+//! transition: `TransitionIgnoresSwitching` 243; lazy: `SwitchFenceAcqRel` 6,
+//! `BumpFenceAcqRel` 6; batch: `BumpFenceAcqRel` 6; handshake: relaxed ack, relaxed wait and
+//! no wait all at the first. Scenario 2 also passes without any preemption bound
+//! (1 233 206 interleavings, 211 s), too slow for every CI run; scenario 3 at bound 3 did
+//! not finish within ten minutes (its SWITCHING wait is a spin loop).
