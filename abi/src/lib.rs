@@ -175,3 +175,25 @@ pub const USER_IMAGE_BASE: u64 = 0x40_0000;
 
 /// One past the highest user address (the lower canonical half).
 pub const USER_END: u64 = 0x0000_8000_0000_0000;
+
+/// The TLB counters `tlb_stats` copies, in order, one `u64` each: totals
+/// over all CPUs since boot. What each one counts is documented in the `mm`
+/// crate (`Counters`); the kernel checks at test time that this list matches.
+pub const TLB_COUNTER_NAMES: [&str; 16] = [
+    "ipis_sent",
+    "ipis_received",
+    "flush_handler_runs",
+    "local_full_flushes",
+    "switch_flushes",
+    "local_partial_flushes",
+    "pages_invalidated",
+    "broadcast_ops",
+    "broadcast_syncs",
+    "promotions",
+    "transitions_finished",
+    "rollovers",
+    "batch_flushes",
+    "exhaustion_fallbacks",
+    "cpu_set_trims",
+    "ceiling_full_flushes",
+];

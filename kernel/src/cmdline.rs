@@ -11,7 +11,10 @@ use core::fmt;
 
 use log::LevelFilter;
 
-use crate::arch::fw_cfg::{self, FwCfgError};
+use crate::{
+    arch::fw_cfg::{self, FwCfgError},
+    tlb::{ModeRequest, TlbOptions},
+};
 
 /// The fw_cfg file the runner writes the command line into.
 pub const FW_CFG_FILE: &str = "opt/shootdown/cmdline";
@@ -41,6 +44,8 @@ pub struct Options {
     pub log_level: LevelFilter,
     /// The program for [`Workload::Program`] and its argument string.
     pub program: Option<(String, String)>,
+    /// `tlb=` and `tlb.*=`.
+    pub tlb: TlbOptions,
 }
 
 impl Default for Options {
@@ -50,6 +55,7 @@ impl Default for Options {
             test_filters: Vec::new(),
             log_level: LevelFilter::Info,
             program: None,
+            tlb: TlbOptions::default(),
         }
     }
 }
@@ -89,11 +95,99 @@ const OPTIONS: &[OptionSpec] = &[
         apply: apply_log,
     },
     OptionSpec {
+        name: "tlb",
+        values: "auto | ipi | broadcast-sw | invlpgb",
+        apply: apply_tlb_mode,
+    },
+    OptionSpec {
+        name: "tlb.promote",
+        values: "CPUs an address space must run on at once to get a global ASID (2-256, default 4)",
+        apply: apply_tlb_promote,
+    },
+    OptionSpec {
+        name: "tlb.trace",
+        values: "on | off: print every flush decision",
+        apply: apply_tlb_trace,
+    },
+    OptionSpec {
+        name: "tlb.batch",
+        values: "on | off: PAGEOUT flushes once per call (deferred batch) or once per page",
+        apply: apply_tlb_batch,
+    },
+    OptionSpec {
+        name: "tlb.asids",
+        values: "how many global ASIDs exist (1-2000; fewer to test exhaustion)",
+        apply: apply_tlb_asids,
+    },
+    OptionSpec {
+        name: "tlb.bug",
+        values: "a deliberate bug to watch the tests catch it (see tlb::BUGS)",
+        apply: apply_tlb_bug,
+    },
+    OptionSpec {
         name: "exec",
         values: "program[:arg,arg,...] from the ramdisk (commas become spaces)",
         apply: apply_exec,
     },
 ];
+
+fn apply_tlb_mode(options: &mut Options, value: &str) -> Result<(), ()> {
+    options.tlb.mode = match value {
+        "auto" => ModeRequest::Auto,
+        "ipi" => ModeRequest::Ipi,
+        "broadcast-sw" => ModeRequest::BroadcastSoftware,
+        "invlpgb" => ModeRequest::Invlpgb,
+        _ => return Err(()),
+    };
+    Ok(())
+}
+
+fn apply_tlb_promote(options: &mut Options, value: &str) -> Result<(), ()> {
+    options.tlb.promotion_threshold = value
+        .parse()
+        .ok()
+        .filter(|cpus| (2..=mm::MAX_CPUS).contains(cpus))
+        .ok_or(())?;
+    Ok(())
+}
+
+fn on_off(value: &str) -> Result<bool, ()> {
+    match value {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(()),
+    }
+}
+
+fn apply_tlb_trace(options: &mut Options, value: &str) -> Result<(), ()> {
+    options.tlb.trace = on_off(value)?;
+    Ok(())
+}
+
+fn apply_tlb_batch(options: &mut Options, value: &str) -> Result<(), ()> {
+    options.tlb.batch_reclaim = on_off(value)?;
+    Ok(())
+}
+
+fn apply_tlb_asids(options: &mut Options, value: &str) -> Result<(), ()> {
+    options.tlb.global_asids = Some(
+        value
+            .parse()
+            .ok()
+            .filter(|count| (1..=2000).contains(count))
+            .ok_or(())?,
+    );
+    Ok(())
+}
+
+fn apply_tlb_bug(options: &mut Options, value: &str) -> Result<(), ()> {
+    let (_, bug) = crate::tlb::BUGS
+        .iter()
+        .find(|(name, _)| *name == value)
+        .ok_or(())?;
+    options.tlb.bug = Some(*bug);
+    Ok(())
+}
 
 fn apply_exec(options: &mut Options, value: &str) -> Result<(), ()> {
     let (name, args) = value.split_once(':').unwrap_or((value, ""));
@@ -204,6 +298,7 @@ pub mod tests {
 
     use super::{CmdlineError, Options, Workload, parse};
     use crate::ktest::{Test, TestResult};
+    use crate::tlb::{ModeRequest, TlbOptions};
     use crate::{check, check_eq};
 
     pub const TESTS: &[Test] = &[
@@ -231,6 +326,20 @@ pub mod tests {
                 test_filters: vec![String::from("frames::"), String::from("heap")],
                 log_level: log::LevelFilter::Debug,
                 program: None,
+                tlb: TlbOptions::default(),
+            })
+        );
+        let tlb = parse("tlb=broadcast-sw tlb.promote=3 tlb.trace=on tlb.batch=off tlb.asids=2")
+            .map(|o| o.tlb);
+        check_eq!(
+            tlb,
+            Ok(TlbOptions {
+                mode: ModeRequest::BroadcastSoftware,
+                promotion_threshold: 3,
+                trace: true,
+                batch_reclaim: false,
+                global_asids: Some(2),
+                bug: None,
             })
         );
         let exec = parse("exec=threads:4,2").map(|options| (options.workload, options.program));

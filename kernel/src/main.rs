@@ -92,7 +92,7 @@ fn kernel_main(boot_info: &'static mut BootInfo) -> ! {
     let cpu = cpu_features::CpuFeatures::detect();
     let topology = acpi::discover(boot_info.rsdp_addr.into_option())
         .unwrap_or_else(|error| fatal::stop(format_args!("cannot find the CPUs: {error}"), None));
-    let smp = smp::init(&topology, cpu.x2apic)
+    let smp = smp::init(&topology, &cpu, &options.tlb)
         .unwrap_or_else(|error| fatal::stop(format_args!("smp: {error}"), None));
     let smp = SMP_SUMMARY.call_once(|| smp);
     banner::print(&cpu, &memory, smp);
@@ -116,6 +116,7 @@ fn kernel_main(boot_info: &'static mut BootInfo) -> ! {
             Err(unmatched) => fatal::stop(format_args!("{unmatched}"), None),
         },
     };
+    println!("{}", tlb::counters_line());
     exit_qemu(outcome)
 }
 

@@ -39,10 +39,11 @@ use crate::{
         apic::{self, ApicMode, IpiKind, LocalApic},
         trampoline,
     },
+    cpu_features::CpuFeatures,
     interrupts::SPURIOUS_VECTOR,
     task::sched,
     time::{self, Deadline},
-    tlb,
+    tlb::{self, TlbMode, TlbOptions},
 };
 pub use percpu::PerCpu;
 
@@ -81,12 +82,15 @@ pub struct SmpSummary {
     pub apic_mode: ApicMode,
     pub tsc_hz: u64,
     pub apic_timer_hz: u64,
+    pub tlb_mode: TlbMode,
+    pub tlb_reason: &'static str,
 }
 
 #[derive(Debug)]
 pub enum SmpError {
     Apic(apic::ApicError),
     Clock,
+    Tlb(tlb::ModeUnavailable),
 }
 
 impl fmt::Display for SmpError {
@@ -97,6 +101,7 @@ impl fmt::Display for SmpError {
                 f,
                 "cannot measure the TSC rate: no PIT, or the TSC does not count"
             ),
+            Self::Tlb(error) => write!(f, "{error}"),
         }
     }
 }
@@ -107,10 +112,14 @@ fn register(cpu: &'static PerCpu) {
 }
 
 /// Sets up the boot CPU's interrupts and starts every other enabled CPU.
-pub fn init(topology: &CpuTopology, x2apic: bool) -> Result<SmpSummary, SmpError> {
+pub fn init(
+    topology: &CpuTopology,
+    cpu: &CpuFeatures,
+    tlb_options: &TlbOptions,
+) -> Result<SmpSummary, SmpError> {
     arch::pic::disable();
     let tsc_hz = time::init().map_err(|_| SmpError::Clock)?;
-    let apic_mode = apic::init_mode(x2apic, PhysAddr::new(topology.local_apic_address))
+    let apic_mode = apic::init_mode(cpu.x2apic, PhysAddr::new(topology.local_apic_address))
         .map_err(SmpError::Apic)?;
     let apic = LocalApic::get().map_err(SmpError::Apic)?;
     apic.enable(SPURIOUS_VECTOR);
@@ -120,7 +129,8 @@ pub fn init(topology: &CpuTopology, x2apic: bool) -> Result<SmpSummary, SmpError
     arch::percpu::install(boot_cpu);
     let kernel_page_table = *KERNEL_PAGE_TABLE.call_once(arch::cpu::page_table_root);
     let cpu_count = topology.enabled_apic_ids().count().clamp(1, MAX_CPUS);
-    tlb::init(cpu_count, kernel_page_table);
+    let (tlb_mode, tlb_reason) =
+        tlb::init(cpu_count, kernel_page_table, tlb_options, cpu).map_err(SmpError::Tlb)?;
     tlb::init_this_cpu();
     arch::syscall::init_this_cpu();
     sched::init_boot_cpu();
@@ -162,6 +172,8 @@ pub fn init(topology: &CpuTopology, x2apic: bool) -> Result<SmpSummary, SmpError
         apic_mode,
         tsc_hz,
         apic_timer_hz,
+        tlb_mode,
+        tlb_reason,
     })
 }
 

@@ -41,6 +41,10 @@ pub const TESTS: &[Test] = &[
         rejects_bad_ranges_and_flags,
     ),
     Test::new("vm::page_out_and_back", page_out_and_back),
+    Test::new(
+        "vm::fixed_mapping_replaces_atomically",
+        fixed_mapping_replaces_atomically,
+    ),
 ];
 
 /// Where each test thread records the CPU it ran on (+1, 0 = never ran).
@@ -227,6 +231,38 @@ fn rejects_bad_ranges_and_flags() -> TestResult {
         space.copy_in(u64::MAX - 4, 16),
         Err(Errno::Fault),
         "overflowing pointer"
+    );
+    space.tear_down();
+    Ok(())
+}
+
+fn fixed_mapping_replaces_atomically() -> TestResult {
+    let space = new_space()?;
+    let rw = prot::READ | prot::WRITE;
+    let base = require_ok!(
+        space
+            .map_anonymous(0, 2 * PAGE_SIZE, rw, false)
+            .map_err(|e| alloc::format!("{e:?}"))
+    );
+    check_eq!(space.copy_out(base, &[7; 16]), Ok(()));
+    check_eq!(
+        space.map_anonymous(base, PAGE_SIZE, prot::READ, true),
+        Ok(base)
+    );
+    check_eq!(
+        space.copy_in(base, 16),
+        Ok(alloc::vec![0u8; 16]),
+        "the replacement is a fresh zero page"
+    );
+    check_eq!(
+        space.copy_out(base, &[1]),
+        Err(Errno::Fault),
+        "the replacement has the new protection"
+    );
+    check_eq!(
+        space.copy_out(base + PAGE_SIZE, &[1]),
+        Ok(()),
+        "the rest of the old region stays"
     );
     space.tear_down();
     Ok(())

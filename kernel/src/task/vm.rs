@@ -242,8 +242,10 @@ impl AddressSpace {
         })
     }
 
-    /// `mmap`: a new anonymous region of `len` bytes with `prot`, at `addr`
-    /// if `fixed` (which must be free), else wherever there is room.
+    /// `mmap`: a new anonymous region of `len` bytes with `prot`. With
+    /// `fixed`, exactly at `addr`, replacing whatever was mapped there (as
+    /// one step: another thread sees the old page or the new one, never a
+    /// hole); otherwise wherever there is room.
     pub fn map_anonymous(&self, addr: u64, len: u64, prot: u64, fixed: bool) -> Result<u64, Errno> {
         if prot & !prot::ALL != 0 {
             return Err(Errno::Inval);
@@ -252,26 +254,30 @@ impl AddressSpace {
             .checked_next_multiple_of(PAGE_SIZE)
             .ok_or(Errno::Inval)?;
         let mut memory = self.memory.lock();
-        let start = if fixed {
-            user_range(addr, rounded)?;
-            if memory.overlaps(addr, addr + rounded) {
-                return Err(Errno::Inval);
-            }
-            addr
-        } else {
+        if !fixed {
             if rounded == 0 || rounded > MAX_REGION {
                 return Err(Errno::Inval);
             }
-            memory.find_gap(rounded).ok_or(Errno::NoMem)?
-        };
-        memory.regions.insert(
-            start,
-            Region {
-                end: start + rounded,
-                prot,
-            },
-        );
-        Ok(start)
+            let start = memory.find_gap(rounded).ok_or(Errno::NoMem)?;
+            memory.regions.insert(
+                start,
+                Region {
+                    end: start + rounded,
+                    prot,
+                },
+            );
+            return Ok(start);
+        }
+        let end = user_range(addr, rounded)?;
+        for region_start in memory.isolate(addr, end) {
+            memory.regions.remove(&region_start);
+        }
+        let replaced = memory.unmap_pages(addr, end);
+        memory.regions.insert(addr, Region { end, prot });
+        if !replaced.is_empty() {
+            self.flush_then_free(addr, end, replaced);
+        }
+        Ok(addr)
     }
 
     /// `munmap`: removes every mapping in the range (holes are fine).
@@ -325,8 +331,8 @@ impl AddressSpace {
 
     /// `madvise(PAGEOUT)`: moves the resident pages of the range to swap.
     ///
-    /// All entries are cleared first and flushed with **one** flush for the
-    /// whole range; only then are the contents copied (a CPU writing through
+    /// All entries are cleared first and flushed with **one** deferred batch
+    /// flush (unless `tlb.batch=off`); only then are the contents copied (a CPU writing through
     /// a stale translation could otherwise change a page after its copy) and
     /// the frames freed. Pages that find no swap slot are mapped back and
     /// the call reports `NoSpc`.
@@ -350,7 +356,8 @@ impl AddressSpace {
         if taken.is_empty() {
             return Ok(());
         }
-        tlb::flush_range(&self.tlb, start, end, false);
+        let pages: Vec<u64> = taken.iter().map(|&(va, _)| va).collect();
+        tlb::flush_reclaimed(&self.tlb, &pages);
         let mut swap_full = false;
         for (va, frame) in taken {
             let prot = memory
@@ -468,8 +475,8 @@ impl AddressSpace {
         )
     }
 
-    /// Creates a region at a fixed address and fills it with `contents`
-    /// (zero beyond), for the program loader. The pages are mapped writable
+    /// Creates a region at a fixed, free address and fills it with
+    /// `contents` (zero beyond), for the program loader. The pages are mapped writable
     /// while loading and get `prot` at the end.
     pub fn load_region(
         &self,
@@ -508,11 +515,12 @@ impl AddressSpace {
         Ok(())
     }
 
-    /// Tears the user half down once no thread runs in it: flushes every CPU
-    /// (reaching lazy ones too, since page tables are freed), gives back the
-    /// global ASID if it had one, frees every frame. The root table goes
-    /// when the address space is dropped.
+    /// Tears the user half down once no thread runs in it: makes the CPUs
+    /// that still have it loaded lazily leave it, flushes it everywhere,
+    /// gives back the global ASID if it had one, frees every frame. The root
+    /// table goes when the address space is dropped.
     pub fn tear_down(&self) {
+        tlb::evict(&self.tlb);
         tlb::flush_all(&self.tlb, true);
         tlb::system().release_address_space(&self.tlb);
         let mut memory = self.memory.lock();
