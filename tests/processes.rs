@@ -120,3 +120,19 @@ fn faults_kill_only_the_faulting_process() {
     );
     assert_exit(&run, "isolation", 0);
 }
+
+#[test]
+fn latency_program_reports_both_medians() {
+    let run = exec(2, "latency:500");
+    assert!(
+        run.printed("latency: syscall round trip (getpid): median "),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        run.printed("latency: context switch (yield ping-pong, per switch): median "),
+        "{}",
+        run.describe()
+    );
+    assert_exit(&run, "latency", 0);
+}

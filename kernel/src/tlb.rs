@@ -448,3 +448,27 @@ impl TlbHardware for KernelTlb {
         }
     }
 }
+
+pub mod tests {
+    //! In-kernel tests of the kernel's TLB glue.
+
+    use crate::check_eq;
+    use crate::ktest::{Test, TestResult};
+
+    pub const TESTS: &[Test] = &[Test::new(
+        "tlb::counter_names_match_the_abi",
+        counter_names_match_the_abi,
+    )];
+
+    /// `tlb_stats` copies `mm`'s counters in declaration order; user programs
+    /// find them by the names in `abi`. The two lists must agree.
+    fn counter_names_match_the_abi() -> TestResult {
+        let names: alloc::vec::Vec<&str> = super::system()
+            .total_counters()
+            .fields()
+            .map(|(name, _)| name)
+            .collect();
+        check_eq!(names.as_slice(), &abi::TLB_COUNTER_NAMES[..]);
+        Ok(())
+    }
+}

@@ -47,6 +47,7 @@ pub mod raw;
 pub mod rt;
 pub mod sys;
 pub mod thread;
+pub mod tlb_stats;
 
 pub use abi::{self, Errno};
 

@@ -98,6 +98,7 @@ const SUITES: &[&[Test]] = &[
     crate::memory::heap::tests::TESTS,
     crate::smp::tests::TESTS,
     crate::task::tests::TESTS,
+    crate::tlb::tests::TESTS,
     selfcheck::TESTS,
 ];
 

@@ -234,13 +234,14 @@ fn read_loop(reader: usize, cpu: u64) -> u64 {
         let zeroings_now = CONTROL.zeroings.load(Ordering::SeqCst);
         let zeroed_since_write = zeroings_now != zeroings_at_write || zeroings_at_write % 2 == 1;
         let may_be_zero = zeroed_since_write && seen == 0;
-        if seen != last_written && !may_be_zero {
-            if CONTROL.lost_writes.fetch_add(1, Ordering::Relaxed) < 3 {
-                println!(
-                    "coherence: reader {reader} on cpu {cpu}: slot holds {seen}, last wrote {last_written} \
+        if seen != last_written
+            && !may_be_zero
+            && CONTROL.lost_writes.fetch_add(1, Ordering::Relaxed) < 3
+        {
+            println!(
+                "coherence: reader {reader} on cpu {cpu}: slot holds {seen}, last wrote {last_written} \
                      (epoch {before}, zeroings {zeroings_at_write} -> {zeroings_now})"
-                );
-            }
+            );
         }
         last_written = last_written.wrapping_add(1).max(1);
         zeroings_at_write = zeroings_now;

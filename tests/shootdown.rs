@@ -1,0 +1,193 @@
+//! TLB shootdown end to end, under QEMU: coherence in every mode, promotion
+//! to a global ASID, batched reclaim, and proof that the coherence check
+//! catches a broken kernel.
+//!
+//! The programs (`coherence`, `tlbtest`) print one summary line each; these
+//! tests read the numbers from it. Rounds are sized for CI; the programs
+//! take larger counts for longer runs (`cargo run -- exec=coherence:20000,4`).
+
+use std::time::Duration;
+
+use boot::qemu::{self, Outcome, QemuConfig, Run};
+
+fn boot(cpus: u32, cmdline: &str) -> Run {
+    let config = QemuConfig::default()
+        .cpus(cpus)
+        .cmdline(cmdline)
+        .timeout(Duration::from_secs(400))
+        .stall_timeout(Duration::from_secs(120));
+    qemu::run(&config).unwrap_or_else(|error| panic!("cannot boot the kernel: {error}"))
+}
+
+/// The value of `key=` in the first serial line starting with `prefix`.
+fn field(run: &Run, prefix: &str, key: &str) -> String {
+    let line = run
+        .serial
+        .iter()
+        .find(|line| line.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no line starting with '{prefix}'\n{}", run.describe()));
+    line.split_whitespace()
+        .find_map(|word| {
+            word.strip_prefix(key)
+                .and_then(|rest| rest.strip_prefix('='))
+        })
+        .unwrap_or_else(|| panic!("no {key}= in '{line}'"))
+        .to_string()
+}
+
+fn number(run: &Run, prefix: &str, key: &str) -> u64 {
+    field(run, prefix, key)
+        .parse()
+        .unwrap_or_else(|_| panic!("{key} is not a number\n{}", run.describe()))
+}
+
+fn coherence(mode: &str, cpus: u32, rounds: u32) {
+    let run = boot(cpus, &format!("tlb={mode} exec=coherence:{rounds},{cpus}"));
+    let summary = format!("coherence: {rounds} rounds, {} readers", cpus - 1);
+    assert!(
+        run.printed(&summary),
+        "{mode} at {cpus} CPUs: no summary\n{}",
+        run.describe()
+    );
+    assert!(
+        run.printed("0 stale reads, 0 lost writes"),
+        "{mode} at {cpus} CPUs: incoherent\n{}",
+        run.describe()
+    );
+    assert_eq!(run.outcome, Outcome::Success, "{}", run.describe());
+    assert!(
+        run.printed(&format!("tlb-counters: mode={mode} cpus={cpus}")),
+        "{}",
+        run.describe()
+    );
+}
+
+#[test]
+fn coherence_with_targeted_ipis() {
+    for (cpus, rounds) in [(2, 2000), (4, 2000), (8, 1000)] {
+        coherence("ipi", cpus, rounds);
+    }
+}
+
+#[test]
+fn coherence_with_software_broadcast() {
+    for (cpus, rounds) in [(2, 2000), (4, 2000), (8, 1000)] {
+        coherence("broadcast-sw", cpus, rounds);
+    }
+}
+
+#[test]
+fn coherence_check_catches_missing_flush_ipis() {
+    let run = boot(2, "tlb=ipi tlb.bug=no-flush-ipis exec=coherence:300,2");
+    assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
+    let line = run
+        .serial
+        .iter()
+        .find(|line| line.starts_with("coherence: 300 rounds"))
+        .expect("summary");
+    assert!(
+        !line.contains("0 stale reads, 0 lost writes"),
+        "the broken kernel went unnoticed: {line}"
+    );
+}
+
+fn promote(cmdline: &str, cpus: u32) -> Run {
+    let run = boot(4, &format!("{cmdline} exec=tlbtest:promote,{cpus},200"));
+    assert_eq!(run.outcome, Outcome::Success, "{}", run.describe());
+    run
+}
+
+#[test]
+fn four_busy_cpus_promote_to_a_global_asid_and_stop_targeted_ipis() {
+    let run = promote("tlb=broadcast-sw", 4);
+    let line = "tlbtest promote:";
+    assert_eq!(field(&run, line, "promoted"), "yes", "{}", run.describe());
+    assert_eq!(
+        number(&run, line, "transitions_finished"),
+        1,
+        "{}",
+        run.describe()
+    );
+    assert_eq!(
+        number(&run, line, "ipis_sent"),
+        0,
+        "flushes after promotion sent targeted IPIs"
+    );
+    assert!(
+        number(&run, line, "broadcast_ops") >= 200,
+        "{}",
+        run.describe()
+    );
+}
+
+#[test]
+fn three_busy_cpus_and_single_threads_are_never_promoted() {
+    for cpus in [3, 1] {
+        let run = promote("tlb=broadcast-sw", cpus);
+        assert_eq!(
+            field(&run, "tlbtest promote:", "promoted"),
+            "no",
+            "{cpus} CPUs\n{}",
+            run.describe()
+        );
+        assert_eq!(
+            number(&run, "tlbtest promote:", "broadcast_ops"),
+            0,
+            "{}",
+            run.describe()
+        );
+    }
+}
+
+#[test]
+fn lowering_the_threshold_promotes_three_cpus() {
+    let run = promote("tlb=broadcast-sw tlb.promote=3", 3);
+    assert_eq!(
+        field(&run, "tlbtest promote:", "promoted"),
+        "yes",
+        "{}",
+        run.describe()
+    );
+}
+
+#[test]
+fn ipi_mode_never_promotes() {
+    let run = promote("tlb=ipi", 4);
+    assert_eq!(
+        field(&run, "tlbtest promote:", "promoted"),
+        "no",
+        "{}",
+        run.describe()
+    );
+    assert!(
+        number(&run, "tlbtest promote:", "ipis_sent") >= 200,
+        "{}",
+        run.describe()
+    );
+}
+
+#[test]
+fn batched_pageout_costs_one_flush_round() {
+    let batched = boot(4, "tlb=ipi exec=tlbtest:pageout,256,3");
+    assert_eq!(batched.outcome, Outcome::Success, "{}", batched.describe());
+    assert_eq!(number(&batched, "tlbtest pageout:", "batch_flushes"), 1);
+    assert!(
+        number(&batched, "tlbtest pageout:", "ipis_sent") <= 3,
+        "{}",
+        batched.describe()
+    );
+
+    let unbatched = boot(4, "tlb=ipi tlb.batch=off exec=tlbtest:pageout,256,3");
+    assert_eq!(
+        unbatched.outcome,
+        Outcome::Success,
+        "{}",
+        unbatched.describe()
+    );
+    assert_eq!(number(&unbatched, "tlbtest pageout:", "batch_flushes"), 0);
+    assert!(
+        number(&unbatched, "tlbtest pageout:", "ipis_sent") >= 256,
+        "{}",
+        unbatched.describe()
+    );
+}
