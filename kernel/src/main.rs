@@ -28,6 +28,7 @@ mod banner;
 mod cmdline;
 mod console;
 mod cpu_features;
+mod demo;
 mod elf;
 mod exceptions;
 mod fatal;
@@ -99,8 +100,11 @@ fn kernel_main(boot_info: &'static mut BootInfo) -> ! {
 
     let outcome = match options.workload {
         Workload::Demo => {
-            println!("demo: nothing more to show yet; powering off");
-            QemuExitCode::Success
+            if demo::run() {
+                QemuExitCode::Success
+            } else {
+                QemuExitCode::Failure
+            }
         }
         Workload::ListTests => {
             ktest::list();
