@@ -82,7 +82,7 @@ pub fn print(cpu: &CpuFeatures, memory: &MemorySummary, smp: &SmpSummary) {
         smp.listed,
         smp.bring_up.as_secs_f64() * 1000.0
     );
-    println!("tlb: mode {} ({})", smp.tlb_mode, smp.tlb_reason);
+    println!("tlb: mode {}: {}", smp.tlb_mode, smp.tlb_reason);
     println!(
         "clock: TSC {} MHz, APIC timer {} MHz, tick {} Hz",
         smp.tsc_hz / 1_000_000,
