@@ -8,10 +8,12 @@
 //! 1. `swapgs` to reach this CPU's [`PerCpu`](crate::smp::PerCpu) block;
 //! 2. parks the user RSP in the block and loads the current thread's kernel
 //!    stack top from it;
-//! 3. builds a [`TrapFrame`] exactly like an interrupt from ring 3 would
-//!    (so one exit path, `trap_exit`, serves both), with vector
-//!    [`SYSCALL_VECTOR`];
-//! 4. calls [`crate::task::syscall::dispatch`] with it.
+//! 3. pushes the words an interrupt from ring 3 would have pushed (SS, RSP,
+//!    RFLAGS, CS, RIP, an error code) and the vector [`SYSCALL_VECTOR`];
+//! 4. joins the common trap path ([`super::trap`]), which saves the other
+//!    registers into a [`TrapFrame`](super::trap::TrapFrame), dispatches on
+//!    the vector to [`crate::task::syscall::dispatch`], and leaves through
+//!    `trap_exit` as every interrupt does.
 //!
 //! The return goes through `trap_exit` and `iretq` rather than `sysretq`:
 //! slower, but immune to `sysretq`'s trap on a non-canonical RCX.
@@ -26,13 +28,10 @@ use x86_64::{
     },
 };
 
-use super::{
-    gdt::{KERNEL_CODE, KERNEL_DATA, USER_CODE, USER_DATA},
-    trap::TrapFrame,
-};
+use super::gdt::{KERNEL_CODE, KERNEL_DATA, USER_CODE, USER_DATA};
 use crate::smp::PerCpu;
 
-/// The `vector` field of a system call's [`TrapFrame`] (not an IDT vector).
+/// The `vector` field of a system call's trap frame (not an IDT vector).
 pub const SYSCALL_VECTOR: u64 = 0x100;
 
 global_asm!(
@@ -48,40 +47,19 @@ global_asm!(
     "pushq %rcx",
     "pushq $0",
     "pushq ${vector}",
-    "pushq %rax",
-    "pushq %rbx",
-    "pushq %rcx",
-    "pushq %rdx",
-    "pushq %rsi",
-    "pushq %rdi",
-    "pushq %rbp",
-    "pushq %r8",
-    "pushq %r9",
-    "pushq %r10",
-    "pushq %r11",
-    "pushq %r12",
-    "pushq %r13",
-    "pushq %r14",
-    "pushq %r15",
-    "movq %rsp, %rdi",
-    "cld",
-    "callq {dispatch}",
-    "jmp trap_exit",
+    // The rest is the interrupt path's: save the registers, dispatch (on
+    // the vector), and leave through `trap_exit`.
+    "jmp trap_save_registers",
     user_rsp = const offset_of!(PerCpu, user_rsp_scratch),
     kernel_rsp = const offset_of!(PerCpu, kernel_stack_top),
     user_ss = const USER_DATA.0 as u64,
     user_cs = const USER_CODE.0 as u64,
     vector = const SYSCALL_VECTOR,
-    dispatch = sym syscall_dispatch,
     options(att_syntax)
 );
 
 unsafe extern "C" {
     fn syscall_entry();
-}
-
-extern "C" fn syscall_dispatch(frame: &mut TrapFrame) {
-    crate::task::syscall::dispatch(frame);
 }
 
 /// Enables `syscall` on this CPU and points it at the entry stub.

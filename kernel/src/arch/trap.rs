@@ -76,6 +76,9 @@ global_asm!(
     "jz 1f",
     "swapgs",
     "1:",
+    // The syscall entry stub joins here, with its frame built and GS swapped.
+    ".global trap_save_registers",
+    "trap_save_registers:",
     "pushq %rax",
     "pushq %rbx",
     "pushq %rcx",
@@ -181,11 +184,13 @@ impl TrapFrame {
     }
 }
 
-/// Called by the common entry routine for every trap, with interrupts
-/// disabled (all IDT entries are interrupt gates).
+/// Called by the common entry routine for every trap and system call, with
+/// interrupts disabled (all IDT entries are interrupt gates; `syscall`
+/// clears IF through SFMASK).
 extern "C" fn trap_dispatch(frame: &mut TrapFrame) {
     match frame.vector {
         0..=31 => crate::exceptions::handle(frame),
+        super::syscall::SYSCALL_VECTOR => crate::task::syscall::dispatch(frame),
         _ => crate::interrupts::dispatch(frame),
     }
 }
