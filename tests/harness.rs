@@ -194,10 +194,26 @@ fn assert_banner_and_clean_exit(run: &Run) {
 fn default_run_prints_banner_runs_the_demo_and_powers_off() {
     let run = boot(QemuConfig::default());
     assert_banner_and_clean_exit(&run);
-    assert!(run.printed("demo: TLB shootdown in 4 phases (mode ipi)"), "{}", run.describe());
-    assert!(run.printed("tlbtest promote: cpus=3 promoted=no"), "{}", run.describe());
-    assert!(run.printed("tlbtest pageout: pages=256"), "{}", run.describe());
-    assert!(run.printed("tlb-counters: mode=ipi cpus=4 "), "{}", run.describe());
+    assert!(
+        run.printed("demo: TLB shootdown in 4 phases (mode ipi)"),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        run.printed("tlbtest promote: cpus=3 promoted=no"),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        run.printed("tlbtest pageout: pages=256"),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        run.printed("tlb-counters: mode=ipi cpus=4 "),
+        "{}",
+        run.describe()
+    );
 }
 
 #[test]

@@ -191,3 +191,56 @@ fn batched_pageout_costs_one_flush_round() {
         unbatched.describe()
     );
 }
+
+#[test]
+fn lazy_cpus_are_skipped_until_page_tables_are_freed() {
+    let run = boot(2, "tlb=ipi exec=tlbtest:lazy");
+    assert_eq!(run.outcome, Outcome::Success, "{}", run.describe());
+    let line = "tlbtest lazy:";
+    assert_eq!(
+        number(&run, line, "ipis_ordinary"),
+        0,
+        "ordinary flushes interrupted a lazy CPU"
+    );
+    assert!(
+        number(&run, line, "ipis_freed_tables") >= 1,
+        "freeing page tables skipped the lazy CPU"
+    );
+    assert_eq!(field(&run, line, "stale"), "no", "{}", run.describe());
+}
+
+/// The kernel's closing counter line's value of `key`.
+fn kernel_counter(run: &Run, key: &str) -> u64 {
+    number(run, "tlb-counters:", key)
+}
+
+#[test]
+fn global_asid_exhaustion_falls_back_to_ipis() {
+    let run = boot(
+        4,
+        "tlb=broadcast-sw tlb.promote=2 tlb.asids=1 exec=tlbtest:pair",
+    );
+    assert_eq!(run.outcome, Outcome::Success, "{}", run.describe());
+    assert!(
+        run.printed("tlbtest children: started=2 failed=0"),
+        "{}",
+        run.describe()
+    );
+    assert_eq!(kernel_counter(&run, "promotions"), 1, "{}", run.describe());
+    assert!(
+        kernel_counter(&run, "exhaustion_fallbacks") >= 1,
+        "{}",
+        run.describe()
+    );
+}
+
+#[test]
+fn more_processes_than_dynamic_asid_slots_keep_working() {
+    let run = boot(4, "tlb=ipi exec=tlbtest:many,10");
+    assert_eq!(run.outcome, Outcome::Success, "{}", run.describe());
+    assert!(
+        run.printed("tlbtest children: started=10 failed=0"),
+        "{}",
+        run.describe()
+    );
+}

@@ -164,6 +164,16 @@ impl PageTable {
         true
     }
 
+    /// Frees the page-table pages below the root that no longer map
+    /// anything and cover part of `[start, end)`, returning their frames for
+    /// the caller to free after a flush with `freed_tables` set (a CPU may
+    /// still walk them through its paging-structure caches until then).
+    pub fn prune(&mut self, start: u64, end: u64) -> Vec<Frame> {
+        let mut freed = Vec::new();
+        prune_table(self.root, 4, 0, start, end, &mut freed);
+        freed
+    }
+
     /// Empties the lower half: returns every frame below the root (mapped
     /// pages and page-table pages) for the caller to free once no CPU can
     /// walk or use them any more (after the final TLB flush), and the swap
@@ -191,6 +201,37 @@ impl Drop for PageTable {
     fn drop(&mut self) {
         frames::free(self.root);
     }
+}
+
+/// Prunes the children of `table` (at `level`, mapping from `base`) that
+/// intersect `[start, end)`; returns whether `table` is now empty.
+fn prune_table(
+    table: Frame,
+    level: u8,
+    base: u64,
+    start: u64,
+    end: u64,
+    freed: &mut Vec<Frame>,
+) -> bool {
+    let span = 1u64 << (12 + 9 * u32::from(level - 1));
+    let entries = if level == 4 {
+        KERNEL_HALF_FIRST_SLOT
+    } else {
+        ENTRIES
+    };
+    for index in 0..entries {
+        let child_base = base + index as u64 * span;
+        if level == 1 || child_base >= end || child_base + span <= start {
+            continue;
+        }
+        if let Leaf::Present { frame: child, .. } = Leaf::decode(phys::load_entry(table, index))
+            && prune_table(child, level - 1, child_base, start, end, freed)
+        {
+            phys::store_entry(table, index, 0);
+            freed.push(child);
+        }
+    }
+    (0..entries).all(|index| phys::load_entry(table, index) == 0)
 }
 
 /// Gathers every frame and swap slot below `table` (at `level`), looking at

@@ -109,6 +109,7 @@ fn new_space() -> Result<AddressSpace, crate::ktest::TestFailure> {
 
 fn demand_zero_copy_and_discard() -> TestResult {
     let space = new_space()?;
+    let free_frames = crate::memory::frames::free_count();
     let base = require_ok!(
         space
             .map_anonymous(0, 3 * PAGE_SIZE, prot::READ | prot::WRITE, false)
@@ -131,6 +132,11 @@ fn demand_zero_copy_and_discard() -> TestResult {
     );
     check_eq!(space.unmap(base, 3 * PAGE_SIZE), Ok(()));
     check_eq!(space.copy_in(base, 1), Err(Errno::Fault), "after munmap");
+    check_eq!(
+        crate::memory::frames::free_count(),
+        free_frames,
+        "pages and page-table pages freed by munmap"
+    );
     space.tear_down();
     Ok(())
 }

@@ -280,15 +280,22 @@ impl AddressSpace {
         Ok(addr)
     }
 
-    /// `munmap`: removes every mapping in the range (holes are fine).
+    /// `munmap`: removes every mapping in the range (holes are fine) and the
+    /// page-table pages that no longer map anything.
     pub fn unmap(&self, start: u64, len: u64) -> Result<(), Errno> {
         let end = user_range(start, len)?;
         let mut memory = self.memory.lock();
         for region_start in memory.isolate(start, end) {
             memory.regions.remove(&region_start);
         }
-        let freed = memory.unmap_pages(start, end);
-        self.flush_then_free(start, end, freed);
+        let mut freed = memory.unmap_pages(start, end);
+        // Page-table pages left empty go too; lazy CPUs must then be flushed
+        // as well, since they may still walk the freed tables.
+        let tables = memory.table.prune(start, end);
+        let freed_tables = !tables.is_empty();
+        freed.extend(tables);
+        tlb::flush_range(&self.tlb, start, end, freed_tables);
+        freed.into_iter().for_each(frames::free);
         Ok(())
     }
 

@@ -11,6 +11,16 @@
 //!   `madvise(PAGEOUT)` of the region: with batching it costs one flush
 //!   round, without (`tlb.batch=off`) one per page.
 //!
+//! - `tlbtest lazy`: a thread on CPU 1 touches a page and sleeps, so CPU 1
+//!   idles in lazy TLB mode with this address space still loaded. Ordinary
+//!   flushes must not interrupt it; a `munmap` that frees page tables must;
+//!   and when the thread wakes it must see the page's new contents.
+//! - `tlbtest pair`: two child processes at once, each with threads on two
+//!   CPUs (`promote 2 200` on CPUs 0-1 and 2-3). With `tlb.promote=2
+//!   tlb.asids=1` both want the only global ASID: one falls back to IPIs.
+//! - `tlbtest many <n>`: `n` child processes at once, more than a CPU's six
+//!   dynamic ASID slots.
+//!
 //! Each prints one `tlbtest <scenario>: key=value ...` line.
 
 #![no_std]
@@ -28,6 +38,7 @@ use user::{
 user::entry!(main);
 
 const MAX_CPUS: usize = 32;
+const MAX_CHILDREN: usize = 16;
 /// Discards before measuring, so the promotion check (at most once per
 /// 32 ms per address space) has run several times.
 const WARM_UP_FLUSHES: u64 = 300;
@@ -40,10 +51,18 @@ fn main(args: &str) -> i32 {
     let scenario = words.next().unwrap_or("");
     let first: u64 = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
     let second: u64 = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
+    let third: usize = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
     let result = match scenario {
-        "promote" => promote(first as usize, second),
+        "promote" => promote(first as usize, second, third),
         "pageout" => pageout(first, second as usize),
-        _ => Err("usage: tlbtest promote <cpus> <flushes> | pageout <pages> <busy-cpus>"),
+        "lazy" => lazy(),
+        "pair" => children(&["promote 2 200 0", "promote 2 200 2"]),
+        "many" => {
+            children(&["promote 1 50 0"; MAX_CHILDREN][..(first as usize).clamp(1, MAX_CHILDREN)])
+        }
+        _ => Err(
+            "usage: tlbtest promote <cpus> <flushes> [first-cpu] | pageout <pages> <busy-cpus> | lazy | pair | many <n>",
+        ),
     };
     match result {
         Ok(()) => 0,
@@ -103,14 +122,14 @@ fn discard(page: *mut u8) -> Result<(), &'static str> {
         .map_err(|_| "madvise failed")
 }
 
-fn promote(cpus: usize, flushes: u64) -> Result<(), &'static str> {
-    if !(1..=MAX_CPUS).contains(&cpus) {
-        return Err("promote: cpus must be 1..=32");
+fn promote(cpus: usize, flushes: u64, first_cpu: usize) -> Result<(), &'static str> {
+    if !(1..=MAX_CPUS).contains(&cpus) || first_cpu + cpus > MAX_CPUS {
+        return Err("promote: cpus must be 1..=32 and fit after first-cpu");
     }
-    sys::set_affinity(0).map_err(|_| "cannot pin to CPU 0")?;
+    sys::set_affinity(first_cpu as u64).map_err(|_| "cannot pin to the first CPU")?;
     let shared = map(1)?;
     let scratch = map(1)?;
-    let busy = start_busy(1..cpus, shared as u64)?;
+    let busy = start_busy(first_cpu + 1..first_cpu + cpus, shared as u64)?;
     let start = TlbCounters::read().map_err(|_| "tlb_stats failed")?;
     for _ in 0..WARM_UP_FLUSHES {
         discard(scratch)?;
@@ -171,4 +190,87 @@ fn pageout(pages: u64, busy_cpus: usize) -> Result<(), &'static str> {
         cost.get("flush_handler_runs"),
     );
     Ok(())
+}
+
+/// Runs `tlbtest` with each of `args` as a child process, all at once, and
+/// waits for them; fails if any child fails.
+fn children(args: &[&str]) -> Result<(), &'static str> {
+    let mut pids = [0u64; MAX_CHILDREN];
+    for (pid, args) in pids.iter_mut().zip(args) {
+        *pid = sys::spawn("tlbtest", args).map_err(|_| "cannot spawn a child")?;
+    }
+    let mut failed = 0;
+    for pid in &pids[..args.len()] {
+        if sys::wait(*pid) != Ok(0) {
+            failed += 1;
+        }
+    }
+    println!("tlbtest children: started={} failed={failed}", args.len());
+    if failed == 0 {
+        Ok(())
+    } else {
+        Err("a child failed")
+    }
+}
+
+fn lazy() -> Result<(), &'static str> {
+    const OLD: u8 = 0x11;
+    const NEW: u8 = 0x22;
+    static SAW: AtomicU64 = AtomicU64::new(0);
+    sys::set_affinity(0).map_err(|_| "cannot pin to CPU 0")?;
+    let page = map(1)? as u64;
+    let scratch = map(1)?;
+    // A region of its own 2 MiB-aligned page table, so unmapping it frees
+    // that table.
+    let tables =
+        sys::mmap_anonymous(4 << 20, prot::READ | prot::WRITE).map_err(|_| "mmap failed")?;
+    let table_region = ((tables as u64) + (2 << 20) - 1) & !((2 << 20) - 1);
+    // SAFETY: inside the fresh 4 MiB region.
+    unsafe { (table_region as *mut u8).write_volatile(1) };
+    // SAFETY: `page` is a fresh read-write page.
+    unsafe { (page as *mut u8).write_volatile(OLD) };
+
+    let sleeper = thread::spawn(move || {
+        let _ = sys::set_affinity(1);
+        // SAFETY: `page` stays mapped for the whole test.
+        let before = unsafe { (page as *const u8).read_volatile() };
+        let _ = sys::sleep(400_000_000);
+        // SAFETY: as above.
+        let after = unsafe { (page as *const u8).read_volatile() };
+        SAW.store(u64::from(before) << 8 | u64::from(after), Ordering::Relaxed);
+        0
+    })
+    .map_err(|_| "cannot start the sleeper")?;
+    let _ = sys::sleep(100_000_000);
+
+    let start = TlbCounters::read().map_err(|_| "tlb_stats failed")?;
+    for _ in 0..50 {
+        discard(scratch)?;
+    }
+    // The sleeper's page changes while it sleeps: discarded (zero), then
+    // written anew.
+    // SAFETY: the page is ours; the sleeper only reads it.
+    unsafe { sys::madvise(page as *mut u8, PAGE_SIZE as usize, advice::DONTNEED) }
+        .map_err(|_| "madvise failed")?;
+    // SAFETY: as above.
+    unsafe { (page as *mut u8).write_volatile(NEW) };
+    let ordinary = TlbCounters::read().map_err(|_| "tlb_stats failed")?;
+    // SAFETY: nothing uses the region after this.
+    unsafe { sys::munmap(table_region as *mut u8, 2 << 20) }.map_err(|_| "munmap failed")?;
+    let freed = TlbCounters::read().map_err(|_| "tlb_stats failed")?;
+    sleeper.join().map_err(|_| "join failed")?;
+
+    let saw = SAW.load(Ordering::Relaxed);
+    let (before, after) = ((saw >> 8) as u8, saw as u8);
+    println!(
+        "tlbtest lazy: ipis_ordinary={} ipis_freed_tables={} sleeper_saw_before={before:#x} sleeper_saw_after={after:#x} stale={}",
+        ordinary.since(&start).get("ipis_sent"),
+        freed.since(&ordinary).get("ipis_sent"),
+        if after == OLD { "yes" } else { "no" },
+    );
+    if before == OLD && after == NEW {
+        Ok(())
+    } else {
+        Err("lazy: the sleeper saw the wrong contents")
+    }
 }
