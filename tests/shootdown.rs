@@ -244,3 +244,18 @@ fn more_processes_than_dynamic_asid_slots_keep_working() {
         run.describe()
     );
 }
+
+#[test]
+fn one_cpu_never_sends_a_flush_ipi() {
+    for mode in ["ipi", "broadcast-sw"] {
+        let run = boot(1, &format!("tlb={mode} exec=syscalls"));
+        assert_eq!(run.outcome, Outcome::Success, "{}", run.describe());
+        // A software broadcast on one CPU runs locally: no IPI either.
+        assert_eq!(
+            kernel_counter(&run, "ipis_sent"),
+            0,
+            "{mode}: {}",
+            run.describe()
+        );
+    }
+}
