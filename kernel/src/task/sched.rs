@@ -7,7 +7,9 @@
 //!   interrupted ring 3 (see [`crate::interrupts`]). Kernel code runs until it
 //!   blocks or yields, so it may hold a spinlock with interrupts on.
 //! - A thread is queued on exactly one CPU's run queue at a time. Wake-ups
-//!   may queue it on another CPU, which then gets a reschedule IPI.
+//!   and new threads go to the least loaded allowed CPU, which gets a
+//!   reschedule IPI if it is not this one; a preempted thread stays where it
+//!   is; an idle CPU takes a waiting thread that may run anywhere.
 //! - A thread switched out on CPU A may already sit in CPU B's queue; B waits
 //!   for the thread's `on_cpu` flag, which A clears only after saving its
 //!   stack pointer ([`finish_switch`]).
@@ -65,17 +67,16 @@ impl CpuScheduler {
     }
 
     fn load(&self) -> usize {
-        self.run_queue.lock().len() + usize::from(self.busy.load(Ordering::Relaxed))
+        // Interrupt handlers queue threads too (wake-ups from the tick), so
+        // every holder of a run-queue lock keeps interrupts off.
+        without_interrupts(|| self.run_queue.lock().len())
+            + usize::from(self.busy.load(Ordering::Relaxed))
     }
 }
 
 /// The thread running on this CPU.
 pub fn current() -> Arc<Thread> {
-    percpu::current()
-        .sched
-        .current
-        .lock()
-        .clone()
+    without_interrupts(|| percpu::current().sched.current.lock().clone())
         .expect("every CPU runs a thread after sched::init")
 }
 
@@ -109,12 +110,13 @@ extern "C" fn idle_entry(_: u64) -> ! {
     idle_loop()
 }
 
-/// Idle: run whatever is queued, else halt until an interrupt. Idle threads
-/// are kernel threads, so their CPU is in lazy TLB mode.
+/// Idle: run whatever is queued (or can be taken from a busier CPU), else
+/// halt until an interrupt. Idle threads are kernel threads, so their CPU is
+/// in lazy TLB mode.
 fn idle_loop() -> ! {
     loop {
         arch::cpu::disable_interrupts();
-        if percpu::current().sched.run_queue.lock().is_empty() {
+        if percpu::current().sched.run_queue.lock().is_empty() && !steal() {
             // `sti; hlt` is atomic with respect to interrupts: a wake-up IPI
             // that arrives after the check still ends the halt.
             arch::cpu::enable_interrupts_and_halt();
@@ -123,6 +125,30 @@ fn idle_loop() -> ! {
             arch::cpu::enable_interrupts();
         }
     }
+}
+
+/// Moves one queued thread that may run anywhere from another CPU's run
+/// queue to this one's. Interrupts off. Returns whether it found one.
+fn steal() -> bool {
+    let me = percpu::current();
+    for cpu in smp::online()
+        .iter()
+        .filter(|&cpu| cpu != me.index)
+        .filter_map(smp::cpu)
+    {
+        let stolen = {
+            let mut queue = cpu.sched.run_queue.lock();
+            let position = queue
+                .iter()
+                .position(|thread| thread.affinity.load(Ordering::Relaxed) == abi::ANY_CPU);
+            position.and_then(|position| queue.remove(position))
+        };
+        if let Some(thread) = stolen {
+            me.sched.run_queue.lock().push_back(thread);
+            return true;
+        }
+    }
+    false
 }
 
 /// The CPU a runnable `thread` should be queued on.
@@ -147,9 +173,16 @@ fn choose_cpu(thread: &Thread) -> CpuId {
     best
 }
 
-/// Puts a runnable thread on a run queue, poking its CPU if that is not us.
+/// Puts a runnable thread on the run queue of the CPU [`choose_cpu`]
+/// picks (wake-ups and new threads: this is where load is balanced).
 fn enqueue(thread: Arc<Thread>) {
     let target = choose_cpu(&thread);
+    enqueue_on(thread, target);
+}
+
+/// Puts a runnable thread on CPU `target`'s run queue, poking that CPU if
+/// it is not this one.
+fn enqueue_on(thread: Arc<Thread>, target: CpuId) {
     let target_cpu = smp::cpu(target).expect("online CPUs are registered");
     without_interrupts(|| target_cpu.sched.run_queue.lock().push_back(thread));
     let me = percpu::current();
@@ -239,7 +272,15 @@ pub fn schedule() {
         if *state == ThreadState::Running && !is_idle {
             *state = ThreadState::Runnable;
             drop(state);
-            enqueue(Arc::clone(&previous));
+            // A preempted or yielding thread stays on this CPU (cheap, and
+            // its cache is warm here) unless it is pinned elsewhere.
+            let affinity = previous.affinity.load(Ordering::Relaxed);
+            let target = if smp::is_online(affinity) {
+                affinity as CpuId
+            } else {
+                cpu.index
+            };
+            enqueue_on(Arc::clone(&previous), target);
         }
     }
     let next = scheduler
