@@ -82,12 +82,20 @@ pub enum ThreadStart {
 /// The callee-saved registers and return address `switch_stacks` pops.
 const SWITCH_FRAME_WORDS: usize = 7;
 
-/// Lays out a new thread's kernel stack `stack` (16-byte aligned) so that
-/// switching to it starts the thread as `start` says. Returns the stack
-/// pointer to switch to.
+/// The usable top of a kernel stack: its end rounded down to 16 bytes, as
+/// the ABI wants at a call and as the syscall stub loads it.
+pub fn stack_top(stack: &[u64]) -> u64 {
+    (stack.as_ptr() as u64 + (stack.len() * 8) as u64) & !15
+}
+
+/// Lays out a new thread's kernel stack `stack` so that switching to it
+/// starts the thread as `start` says. Returns the stack pointer to switch
+/// to.
 pub fn prepare_stack(stack: &mut [u64], start: ThreadStart) -> u64 {
     let frame_words = size_of::<TrapFrame>() / 8;
-    let top = stack.as_ptr() as u64 + (stack.len() * 8) as u64;
+    let top = stack_top(stack);
+    let usable = ((top - stack.as_ptr() as u64) / 8) as usize;
+    let stack = &mut stack[..usable];
     let frame = match start {
         ThreadStart::User {
             entry,

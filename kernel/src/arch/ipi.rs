@@ -22,8 +22,9 @@
 //!   [`ANSWER_TIMEOUT`] is reported, with the CPUs that did not answer,
 //!   instead of being waited for forever.
 //!
-//! Handlers run in interrupt context on the target: they must be short and
-//! must not block.
+//! The work runs with interrupts off on every CPU, the caller's included (as
+//! in an interrupt handler, which is where targets usually run it): it must
+//! be short and must not block.
 //!
 //! A call allocates nothing: the request lives on the caller's stack and each
 //! target's inbox holds a reference to it. That is why this module is part of
@@ -101,7 +102,7 @@ pub fn call_on_within(
     let run_here = targets.contains(me.index);
     if remote.is_empty() {
         if run_here {
-            work();
+            without_interrupts(work);
         }
         return Ok(());
     }
@@ -127,7 +128,7 @@ pub fn call_on_within(
         me.count_ipi_sent();
     }
     if run_here {
-        work();
+        without_interrupts(work);
     }
 
     let deadline = Deadline::after(timeout);
@@ -174,7 +175,7 @@ fn retract(call: &CrossCall<'_>, queued: QueuedCall, unanswered: &mut CpuSet) {
 pub fn serve_inbox() {
     let me = percpu::current();
     while let Some(call) = without_interrupts(|| me.inbox.lock().pop_front()) {
-        (call.work)();
+        without_interrupts(call.work);
         // The last access to `call`: after this the caller may return.
         call.pending.remove(me.index, Ordering::Release);
     }

@@ -69,11 +69,18 @@ pub fn init_this_cpu() {
     Star::write(USER_CODE, USER_DATA, KERNEL_CODE, KERNEL_DATA)
         .expect("GDT layout fits syscall/sysret");
     LStar::write(VirtAddr::new(syscall_entry as *const () as u64));
+    // Cleared on entry: interrupts (the stub runs on the user stack until it
+    // switches), direction (the ABI wants it clear), trap, alignment check,
+    // I/O privilege, and nested task, which would make the kernel's own
+    // `iretq` fault.
     SFMask::write(
         RFlags::INTERRUPT_FLAG
             | RFlags::DIRECTION_FLAG
             | RFlags::TRAP_FLAG
-            | RFlags::ALIGNMENT_CHECK,
+            | RFlags::ALIGNMENT_CHECK
+            | RFlags::IOPL_HIGH
+            | RFlags::IOPL_LOW
+            | RFlags::NESTED_TASK,
     );
     // SAFETY: only adds System Call Extensions; the handler is installed.
     unsafe { Efer::update(|flags| flags.insert(EferFlags::SYSTEM_CALL_EXTENSIONS)) };

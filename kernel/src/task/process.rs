@@ -86,7 +86,10 @@ impl Process {
         rsi: u64,
         cpu: u64,
     ) -> Option<Arc<Thread>> {
-        if self.is_exiting() || self.live_threads.fetch_add(1, Ordering::AcqRel) >= MAX_THREADS {
+        if self.is_exiting() {
+            return None;
+        }
+        if self.live_threads.fetch_add(1, Ordering::AcqRel) >= MAX_THREADS {
             self.live_threads.fetch_sub(1, Ordering::AcqRel);
             return None;
         }
@@ -164,17 +167,12 @@ impl Process {
                     PROCESSES.lock().remove(&self.pid);
                     return status.exit_code;
                 }
-                if me
-                    .process
-                    .as_ref()
-                    .is_some_and(|process| process.is_exiting())
-                {
-                    return None;
-                }
                 status.waiters.push(Arc::clone(&me));
                 *me.state.lock() = ThreadState::Blocked;
             }
-            sched::block();
+            if !sched::block_unless_killed(&me) {
+                return None;
+            }
         }
     }
 }

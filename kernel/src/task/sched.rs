@@ -10,9 +10,9 @@
 //!   and new threads go to the least loaded allowed CPU, which gets a
 //!   reschedule IPI if it is not this one; a preempted thread stays where it
 //!   is; an idle CPU takes a waiting thread that may run anywhere.
-//! - A thread switched out on CPU A may already sit in CPU B's queue; B waits
-//!   for the thread's `on_cpu` flag, which A clears only after saving its
-//!   stack pointer ([`finish_switch`]).
+//! - A thread switched out on CPU A may already sit in CPU B's queue; B does
+//!   not run it until A has saved its stack pointer (the thread's `on_cpu`
+//!   flag, cleared in [`finish_switch`]), and meanwhile runs something else.
 //! - Every address-space change goes through `mm`: a user thread's process
 //!   is switched to with `switch_mm`, a kernel thread (idle included) runs in
 //!   lazy TLB mode on whatever user address space was loaded.
@@ -283,18 +283,11 @@ pub fn schedule() {
             enqueue_on(Arc::clone(&previous), target);
         }
     }
-    let next = scheduler
-        .run_queue
-        .lock()
-        .pop_front()
-        .unwrap_or_else(|| Arc::clone(idle));
+    let next = pick_next(scheduler, &previous, idle);
     if Arc::ptr_eq(&next, &previous) {
         *next.state.lock() = ThreadState::Running;
         *scheduler.current.lock() = Some(next);
         return;
-    }
-    while next.on_cpu.load(Ordering::Acquire) {
-        core::hint::spin_loop();
     }
     next.on_cpu.store(true, Ordering::Relaxed);
     *next.state.lock() = ThreadState::Running;
@@ -315,6 +308,36 @@ pub fn schedule() {
     *scheduler.current.lock() = Some(next);
     arch::context::switch_threads(&scheduler.previous, previous, next_rsp);
     finish_switch();
+}
+
+/// The next thread to run here: the first queued one that is runnable and
+/// not still being switched out by another CPU, or idle.
+///
+/// Threads whose `on_cpu` is still set go back to the queue rather than
+/// being waited for: two CPUs handing each other their previous threads
+/// would otherwise each wait for the other forever. Entries whose thread is
+/// no longer runnable (a kill's wake-up that raced with the thread's own
+/// return) are dropped.
+fn pick_next(scheduler: &CpuScheduler, previous: &Arc<Thread>, idle: &Arc<Thread>) -> Arc<Thread> {
+    let mut busy_elsewhere = Vec::new();
+    let next = loop {
+        let Some(candidate) = scheduler.run_queue.lock().pop_front() else {
+            break Arc::clone(idle);
+        };
+        if Arc::ptr_eq(&candidate, previous) {
+            break candidate;
+        }
+        if *candidate.state.lock() != ThreadState::Runnable {
+            continue;
+        }
+        if candidate.on_cpu.load(Ordering::Acquire) {
+            busy_elsewhere.push(candidate);
+            continue;
+        }
+        break candidate;
+    };
+    scheduler.run_queue.lock().extend(busy_elsewhere);
+    next
 }
 
 /// Runs on the thread just switched to: lets the previous thread go (its
@@ -369,16 +392,31 @@ pub fn join(thread: &Arc<Thread>) -> Option<i64> {
             if let Some(value) = exit.value {
                 return Some(value);
             }
-            if me
-                .process
-                .as_ref()
-                .is_some_and(|process| process.is_exiting())
-            {
-                return None;
-            }
             exit.joiners.push(Arc::clone(&me));
             *me.state.lock() = ThreadState::Blocked;
         }
-        block();
+        if !block_unless_killed(&me) {
+            return None;
+        }
     }
+}
+
+/// Blocks `me`, which the caller has just registered as a waiter and marked
+/// Blocked under its condition lock, unless its process is being killed.
+/// The check comes *after* marking Blocked: `kill` sets its flag before it
+/// wakes the threads, so either this check sees the flag or the wake-up sees
+/// Blocked. Returns `false`, with the thread Running again, when killed.
+pub fn block_unless_killed(me: &Arc<Thread>) -> bool {
+    if me
+        .process
+        .as_ref()
+        .is_some_and(|process| process.is_exiting())
+    {
+        // If the kill's wake-up already queued us, that entry is now stale
+        // and `pick_next` drops it.
+        *me.state.lock() = ThreadState::Running;
+        return false;
+    }
+    block();
+    true
 }

@@ -101,8 +101,6 @@ impl Thread {
 
     /// The top of the kernel stack (RSP0 and the syscall stack), if owned.
     pub fn kernel_stack_top(&self) -> Option<u64> {
-        self.kernel_stack
-            .as_ref()
-            .map(|stack| stack.as_ptr() as u64 + (stack.len() * 8) as u64)
+        self.kernel_stack.as_deref().map(context::stack_top)
     }
 }

@@ -353,10 +353,12 @@ impl AddressSpace {
         for va in (start..end).step_by(PAGE_SIZE as usize) {
             match memory.table.take(va) {
                 Leaf::Present { frame, .. } => taken.push((va, frame)),
+                // The entry's table exists (it was just read), so putting it
+                // back needs no memory.
                 Leaf::Swapped { slot } => memory
                     .table
                     .set_swapped(va, slot)
-                    .map_err(|OutOfFrames| Errno::NoMem)?,
+                    .expect("existing page table"),
                 Leaf::Empty => {}
             }
         }
@@ -375,7 +377,7 @@ impl AddressSpace {
                     memory
                         .table
                         .set_swapped(va, slot)
-                        .map_err(|OutOfFrames| Errno::NoMem)?;
+                        .expect("existing page table");
                     frames::free(frame);
                 }
                 None => {
@@ -383,7 +385,7 @@ impl AddressSpace {
                     memory
                         .table
                         .map(va, frame, entry_flags(prot))
-                        .map_err(|OutOfFrames| Errno::NoMem)?;
+                        .expect("existing page table");
                 }
             }
         }
@@ -514,9 +516,9 @@ impl AddressSpace {
         for va in (start..end).step_by(PAGE_SIZE as usize) {
             memory.table.protect(va, entry_flags(prot));
         }
-        // The pages were never used with the old permissions on any CPU but
-        // this one; a local flush of the range is all the protection change
-        // needs, and `flush_range` with one CPU in the set sends no IPI.
+        // `copy_out` wrote through the physical window, so no CPU can have
+        // cached these pages with the loading permissions yet; the flush
+        // only keeps the generation bookkeeping exact and sends no IPI.
         drop(memory);
         tlb::flush_range(&self.tlb, start, end, false);
         Ok(())
