@@ -225,26 +225,32 @@ pub fn block() {
 /// Sleeps for `nanoseconds`.
 pub fn sleep(nanoseconds: u64) {
     let me = current();
-    me.wake_at.store(
-        time::now_ns().saturating_add(nanoseconds),
-        Ordering::Relaxed,
-    );
-    without_interrupts(|| {
-        *me.state.lock() = ThreadState::Blocked;
-        percpu::current()
-            .sched
-            .sleepers
-            .lock()
-            .push(Arc::clone(&me));
-        schedule();
-    });
+    let deadline = time::now_ns().saturating_add(nanoseconds);
+    me.wake_at.store(deadline, Ordering::Relaxed);
+    // Loop: a wake-up may come early (a kill, or another waiter's wake-up).
+    while time::now_ns() < deadline {
+        without_interrupts(|| {
+            *me.state.lock() = ThreadState::Blocked;
+            percpu::current()
+                .sched
+                .sleepers
+                .lock()
+                .push(Arc::clone(&me));
+        });
+        if !block_unless_killed(&me) {
+            return;
+        }
+    }
 }
 
-/// Called on every tick: wakes the sleepers whose time has come.
+/// Called on every tick: wakes the sleepers whose time has come, and forgets
+/// those something else already woke (they would otherwise keep their
+/// thread, and its process, alive until their deadline).
 pub fn tick() {
     let now = time::now_ns();
     let due: Vec<Arc<Thread>> = {
         let mut sleepers = percpu::current().sched.sleepers.lock();
+        sleepers.retain(|thread| *thread.state.lock() == ThreadState::Blocked);
         let (due, waiting) = sleepers
             .drain(..)
             .partition(|thread| thread.wake_at.load(Ordering::Relaxed) <= now);
