@@ -164,6 +164,15 @@ impl PageTable {
         true
     }
 
+    /// The addresses in `[start, end)` whose leaf entry is not empty, found
+    /// by walking only the tables that exist: the cost follows what is
+    /// mapped, not the size of the range (a program may name terabytes).
+    pub fn used_pages(&self, start: u64, end: u64) -> Vec<u64> {
+        let mut pages = Vec::new();
+        collect_used(self.root, 4, 0, start, end, &mut pages);
+        pages
+    }
+
     /// Frees the page-table pages below the root that no longer map
     /// anything and cover part of `[start, end)`, returning their frames for
     /// the caller to free after a flush with `freed_tables` set (a CPU may
@@ -200,6 +209,35 @@ impl Drop for PageTable {
     /// sure no CPU has this table loaded.
     fn drop(&mut self) {
         frames::free(self.root);
+    }
+}
+
+/// Adds to `pages` the addresses of non-empty leaves below `table` (at
+/// `level`, mapping from `base`) in `[start, end)`.
+fn collect_used(table: Frame, level: u8, base: u64, start: u64, end: u64, pages: &mut Vec<u64>) {
+    let span = 1u64 << (12 + 9 * u32::from(level - 1));
+    let entries = if level == 4 {
+        KERNEL_HALF_FIRST_SLOT
+    } else {
+        ENTRIES
+    };
+    let first = (start.saturating_sub(base) / span) as usize;
+    for index in first..entries {
+        let child_base = base + index as u64 * span;
+        if child_base >= end {
+            break;
+        }
+        if child_base + span <= start {
+            continue;
+        }
+        match (level, Leaf::decode(phys::load_entry(table, index))) {
+            (_, Leaf::Empty) => {}
+            (1, _) => pages.push(child_base),
+            (_, Leaf::Present { frame: child, .. }) => {
+                collect_used(child, level - 1, child_base, start, end, pages)
+            }
+            (_, Leaf::Swapped { .. }) => unreachable!("swap entries are leaves"),
+        }
     }
 }
 

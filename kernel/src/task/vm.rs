@@ -190,7 +190,7 @@ impl Memory {
     /// at once, frames are returned for freeing after the TLB flush.
     fn unmap_pages(&mut self, start: u64, end: u64) -> Vec<Frame> {
         let mut frames = Vec::new();
-        for va in (start..end).step_by(PAGE_SIZE as usize) {
+        for va in self.table.used_pages(start, end) {
             match self.table.take(va) {
                 Leaf::Present { frame, .. } => frames.push(frame),
                 Leaf::Swapped { slot } => swap::discard(slot),
@@ -316,7 +316,7 @@ impl AddressSpace {
             }
         }
         let flags = entry_flags(new_prot);
-        for va in (start..end).step_by(PAGE_SIZE as usize) {
+        for va in memory.table.used_pages(start, end) {
             memory.table.protect(va, flags);
         }
         self.flush_then_free(start, end, Vec::new());
@@ -350,7 +350,7 @@ impl AddressSpace {
             return Err(Errno::NoMem);
         }
         let mut taken = Vec::new();
-        for va in (start..end).step_by(PAGE_SIZE as usize) {
+        for va in memory.table.used_pages(start, end) {
             match memory.table.take(va) {
                 Leaf::Present { frame, .. } => taken.push((va, frame)),
                 // The entry's table exists (it was just read), so putting it

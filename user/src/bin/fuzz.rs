@@ -1,0 +1,167 @@
+//! System-call fuzzer: hostile arguments from several threads at once.
+//!
+//! `fuzz <seed> <calls> <threads>`: each thread (pinned to CPU `t %
+//! threads`) makes `calls / threads` system calls drawn from a seeded
+//! generator: random numbers (unknown ones included), and arguments from a
+//! pool of hostile values (kernel and non-canonical addresses, unaligned
+//! pointers, huge and wrapping lengths, unknown flags) mixed with addresses
+//! in a shared 64 MiB *playground* that the threads map, unmap, protect,
+//! discard and page out under each other's feet.
+//!
+//! What must not happen: a kernel panic or hang (the run would end without
+//! this program's summary). What may happen: any error code. Calls that
+//! would end the program (exit, running garbage as a thread) are only made
+//! with arguments the kernel must refuse. A progress line every 10 000
+//! calls per thread names the seed and the last call, so a failure can be
+//! replayed: `cargo run -- exec=fuzz:<seed>,<calls>,<threads>`.
+
+#![no_std]
+#![no_main]
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use user::{
+    abi::{PAGE_SIZE, Syscall, USER_END, map, prot},
+    println,
+    raw::syscall4,
+    sys, thread,
+};
+
+user::entry!(main);
+
+const PLAYGROUND: u64 = 0x4000_0000_0000;
+const PLAYGROUND_SIZE: u64 = 64 << 20;
+const MAX_THREADS: usize = 8;
+
+static ERRORS: AtomicU64 = AtomicU64::new(0);
+static SUCCESSES: AtomicU64 = AtomicU64::new(0);
+
+/// xorshift64*: small, fast, and the same sequence for the same seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, bound: u64) -> u64 {
+        self.next() % bound
+    }
+}
+
+/// An address: hostile most of the time, in the playground otherwise.
+fn address(rng: &mut Rng) -> u64 {
+    match rng.below(10) {
+        0 => 0xffff_8000_0000_0000 + rng.below(1 << 30),
+        1 => USER_END + rng.below(1 << 20),
+        2 => rng.below(PAGE_SIZE),
+        3 => rng.next(),
+        4 => (PLAYGROUND + rng.below(PLAYGROUND_SIZE)) | 1,
+        _ => PLAYGROUND + rng.below(PLAYGROUND_SIZE / PAGE_SIZE) * PAGE_SIZE,
+    }
+}
+
+/// A length: small, page-sized, huge or wrapping.
+fn length(rng: &mut Rng) -> u64 {
+    match rng.below(6) {
+        0 => 0,
+        1 => rng.below(64),
+        2 => (1 + rng.below(16)) * PAGE_SIZE,
+        3 => u64::MAX - rng.below(PAGE_SIZE),
+        4 => 1 << (20 + rng.below(30)),
+        _ => rng.below(3 * PAGE_SIZE),
+    }
+}
+
+/// Flags and protections: valid ones, and unknown bits.
+fn flags(rng: &mut Rng) -> u64 {
+    match rng.below(4) {
+        0 => rng.next(),
+        1 => rng.below(8),
+        2 => map::PRIVATE | map::ANONYMOUS | (rng.below(2) * map::FIXED),
+        _ => prot::READ | prot::WRITE,
+    }
+}
+
+/// One random call; returns its number and arguments for the progress line.
+fn one_call(rng: &mut Rng) -> (u64, [u64; 4]) {
+    let number = match rng.below(20) {
+        19 => 18 + rng.below(1000),
+        n => n,
+    };
+    let args = [address(rng), length(rng), flags(rng), flags(rng)];
+    let safe = match Syscall::from_number(number) {
+        // Would end the program or block it indefinitely: skip, or only
+        // with arguments the kernel refuses.
+        Some(Syscall::Exit | Syscall::ThreadExit | Syscall::ThreadJoin | Syscall::Wait) => None,
+        Some(Syscall::ThreadSpawn) => Some([0xffff_8000_0000_0000, args[1], args[2], 0]),
+        Some(Syscall::Sleep) => Some([rng.below(100_000), 0, 0, 0]),
+        // Only buffers the kernel must refuse: a successful write of random
+        // memory would flood the console.
+        Some(Syscall::Write) => Some([0xffff_8000_0000_0000 | args[0], args[1], 0, 0]),
+        Some(Syscall::SetAffinity) => Some([rng.below(12) | (rng.below(2) * u64::MAX), 0, 0, 0]),
+        // Keep spawns to names that do not exist (a real program would
+        // outlive the fuzzer as a zombie nobody waits for).
+        Some(Syscall::Spawn) => Some([args[0], args[1].min(64), args[2], args[3]]),
+        _ => Some(args),
+    };
+    match safe {
+        Some(args) => {
+            // SAFETY: every address the call may write lies in the
+            // playground or is refused by the kernel; the playground holds
+            // nothing this program relies on.
+            let result = unsafe { syscall4(number, args[0], args[1], args[2], args[3]) };
+            if result < 0 {
+                ERRORS.fetch_add(1, Ordering::Relaxed);
+            } else {
+                SUCCESSES.fetch_add(1, Ordering::Relaxed);
+            }
+            (number, args)
+        }
+        None => (number, [0; 4]),
+    }
+}
+
+fn run(seed: u64, thread: usize, calls: u64) -> u64 {
+    let mut rng = Rng(seed ^ (thread as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    for call in 1..=calls {
+        let (number, args) = one_call(&mut rng);
+        if call % 10_000 == 0 {
+            println!("fuzz: seed {seed} thread {thread} call {call}: last {number} {args:x?}");
+        }
+    }
+    0
+}
+
+fn main(args: &str) -> i32 {
+    let mut words = args.split_whitespace();
+    let seed: u64 = words.next().and_then(|w| w.parse().ok()).unwrap_or(1);
+    let calls: u64 = words.next().and_then(|w| w.parse().ok()).unwrap_or(100_000);
+    let threads: usize = words
+        .next()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(4)
+        .clamp(1, MAX_THREADS);
+    println!("fuzz: seed {seed}, {calls} calls over {threads} threads");
+    let mut handles = [const { None }; MAX_THREADS];
+    for (index, handle) in handles.iter_mut().enumerate().take(threads) {
+        let per_thread = calls / threads as u64;
+        *handle = thread::spawn(move || {
+            let _ = sys::set_affinity(index as u64 % threads as u64);
+            run(seed, index, per_thread)
+        })
+        .ok();
+    }
+    for handle in handles.into_iter().flatten() {
+        let _ = handle.join();
+    }
+    println!(
+        "fuzz: done, seed {seed}: {} calls returned a value, {} an error",
+        SUCCESSES.load(Ordering::Relaxed),
+        ERRORS.load(Ordering::Relaxed)
+    );
+    0
+}
