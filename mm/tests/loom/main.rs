@@ -12,7 +12,7 @@
 
 mod machine;
 
-use machine::{Cfg, Handshake, World};
+use machine::{Cfg, Handshake, Hw, World};
 use mm::{Fault, FlushBatch, FlushRange};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -303,8 +303,9 @@ fn transition_vs_switch_rejects_ignoring_switching() {
 // 4. Lazy-CPU skipping versus a return from idle.
 
 /// CPU 1 ran `mm` and went idle (lazy, `mm` still loaded). It returns to `mm` while CPU 0
-/// unmaps a page and flushes (no page tables freed, so lazy CPUs may be skipped).
-fn lazy_vs_return(setup: Setup) {
+/// unmaps a page and runs `flush`; the page's version counts as revoked once `flush`
+/// returns. Shared by scenarios 4 and 5, which differ only in the flush.
+fn idle_cpu_returns_during(setup: Setup, flush: fn(&'static World, &Hw)) {
     let w = World::boot();
     let s1 = w.setup(1, setup.cfg);
     w.sys.switch_mm(&s1, &w.mm);
@@ -320,11 +321,18 @@ fn lazy_vs_return(setup: Setup) {
     });
     let hw = w.cpu(0, setup.cfg);
     let version = w.unmap_page();
-    w.sys.flush_tlb_mm_range(&hw, &w.mm, FlushRange::All, false);
+    flush(w, &hw);
     w.flush_returned(version);
     w.finish();
     idle.join().unwrap();
     w.check();
+}
+
+/// Scenario 4: an ordinary flush (no page tables freed, so lazy CPUs may be skipped).
+fn lazy_vs_return(setup: Setup) {
+    idle_cpu_returns_during(setup, |w, hw| {
+        w.sys.flush_tlb_mm_range(hw, &w.mm, FlushRange::All, false);
+    });
 }
 
 #[test]
@@ -364,31 +372,14 @@ fn lazy_vs_return_rejects_weak_bump_fence() {
 // ---------------------------------------------------------------------------------------
 // 5. Batch add-pending versus batch flush.
 
-/// CPU 1 ran `mm` and went idle. CPU 0 reclaims a page of `mm`: `batch_add_pending`, then
-/// `batch_flush` (which skips lazy CPUs), while CPU 1 returns to `mm`.
+/// Scenario 5: CPU 0 reclaims the page with a deferred batch (`batch_add_pending`, then
+/// `batch_flush`, which skips lazy CPUs).
 fn batch_vs_return(setup: Setup) {
-    let w = World::boot();
-    let s1 = w.setup(1, setup.cfg);
-    w.sys.switch_mm(&s1, &w.mm);
-    w.setup_flush(0, setup.cfg);
-    w.sys.enter_lazy(&s1);
-    arm(w, setup);
-
-    let idle = loom::thread::spawn(move || {
-        let hw = w.cpu(1, setup.cfg);
-        hw.begin();
-        w.sys.switch_mm(&hw, &w.mm);
-        hw.serve_until_finished();
+    idle_cpu_returns_during(setup, |w, hw| {
+        let mut batch = FlushBatch::new();
+        w.sys.batch_add_pending(&mut batch, &w.mm);
+        w.sys.batch_flush(hw, &mut batch);
     });
-    let hw = w.cpu(0, setup.cfg);
-    let mut batch = FlushBatch::new();
-    let version = w.unmap_page();
-    w.sys.batch_add_pending(&mut batch, &w.mm);
-    w.sys.batch_flush(&hw, &mut batch);
-    w.flush_returned(version);
-    w.finish();
-    idle.join().unwrap();
-    w.check();
 }
 
 #[test]
