@@ -275,7 +275,7 @@ impl AddressSpace {
         let replaced = memory.unmap_pages(addr, end);
         memory.regions.insert(addr, Region { end, prot });
         if !replaced.is_empty() {
-            self.flush_then_free(addr, end, replaced);
+            self.flush_then_free(addr, end, replaced, Vec::new());
         }
         Ok(addr)
     }
@@ -288,14 +288,11 @@ impl AddressSpace {
         for region_start in memory.isolate(start, end) {
             memory.regions.remove(&region_start);
         }
-        let mut freed = memory.unmap_pages(start, end);
+        let pages = memory.unmap_pages(start, end);
         // Page-table pages left empty go too; lazy CPUs must then be flushed
         // as well, since they may still walk the freed tables.
         let tables = memory.table.prune(start, end);
-        let freed_tables = !tables.is_empty();
-        freed.extend(tables);
-        tlb::flush_range(&self.tlb, start, end, freed_tables);
-        freed.into_iter().for_each(frames::free);
+        self.flush_then_free(start, end, pages, tables);
         Ok(())
     }
 
@@ -319,7 +316,7 @@ impl AddressSpace {
         for va in memory.table.used_pages(start, end) {
             memory.table.protect(va, flags);
         }
-        self.flush_then_free(start, end, Vec::new());
+        self.flush_then_free(start, end, Vec::new(), Vec::new());
         Ok(())
     }
 
@@ -331,17 +328,17 @@ impl AddressSpace {
         if !memory.covers(start, end) {
             return Err(Errno::NoMem);
         }
-        let freed = memory.unmap_pages(start, end);
-        self.flush_then_free(start, end, freed);
+        let pages = memory.unmap_pages(start, end);
+        self.flush_then_free(start, end, pages, Vec::new());
         Ok(())
     }
 
     /// `madvise(PAGEOUT)`: moves the resident pages of the range to swap.
     ///
     /// All entries are cleared first and flushed with **one** deferred batch
-    /// flush (unless `tlb.batch=off`); only then are the contents copied (a CPU writing through
-    /// a stale translation could otherwise change a page after its copy) and
-    /// the frames freed. Pages that find no swap slot are mapped back and
+    /// flush (unless `tlb.batch=off`); only then are the contents copied (a
+    /// CPU writing through a stale translation could otherwise change a page
+    /// after its copy) and the frames freed. Pages that find no swap slot are mapped back and
     /// the call reports `NoSpc`.
     pub fn page_out(&self, start: u64, len: u64) -> Result<(), Errno> {
         let end = user_range(start, len)?;
@@ -392,11 +389,12 @@ impl AddressSpace {
         if swap_full { Err(Errno::NoSpc) } else { Ok(()) }
     }
 
-    fn flush_then_free(&self, start: u64, end: u64, freed: Vec<Frame>) {
-        tlb::flush_range(&self.tlb, start, end, false);
-        for frame in freed {
-            frames::free(frame);
-        }
+    /// The end of every change that revokes translations: flush `start..end`
+    /// everywhere (reaching lazy CPUs too if page-table pages go), then free
+    /// the data frames `pages` and page-table frames `tables`.
+    fn flush_then_free(&self, start: u64, end: u64, pages: Vec<Frame>, tables: Vec<Frame>) {
+        tlb::flush_range(&self.tlb, start, end, !tables.is_empty());
+        pages.into_iter().chain(tables).for_each(frames::free);
     }
 
     /// Resolves a page fault at `va`: maps a zeroed page if a region allows
@@ -513,7 +511,7 @@ impl AddressSpace {
         if let Some(region) = memory.regions.get_mut(&start) {
             region.prot = prot;
         }
-        for va in (start..end).step_by(PAGE_SIZE as usize) {
+        for va in memory.table.used_pages(start, end) {
             memory.table.protect(va, entry_flags(prot));
         }
         // `copy_out` wrote through the physical window, so no CPU can have
