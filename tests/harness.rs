@@ -142,6 +142,28 @@ fn malformed_value_is_rejected() {
     );
 }
 
+/// QEMU's TCG has neither INVLPGB nor PCID: asking for the hardware
+/// broadcast stops the boot with the reason and the alternative, and the
+/// banner says why PCIDs are off.
+#[test]
+fn impossible_tlb_mode_is_refused_with_the_reason() {
+    let run = boot_cmdline("tlb=invlpgb");
+    assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
+    assert!(
+        run.printed("tlb=invlpgb is not possible: the CPU reports no usable INVLPGB")
+            && run.printed("tlb=broadcast-sw runs global ASIDs"),
+        "{}",
+        run.describe()
+    );
+    let run = boot_cmdline("run=list tlb.pcid=off");
+    assert_eq!(run.outcome, Outcome::Success, "{}", run.describe());
+    assert!(
+        run.printed("tlb: PCIDs off: the CPU has no PCID"),
+        "{}",
+        run.describe()
+    );
+}
+
 #[test]
 fn filter_matching_nothing_is_rejected() {
     let run = boot_cmdline("test=no_such_test");

@@ -82,7 +82,8 @@ pub fn print(cpu: &CpuFeatures, memory: &MemorySummary, smp: &SmpSummary) {
         smp.listed,
         smp.bring_up.as_secs_f64() * 1000.0
     );
-    println!("tlb: mode {}: {}", smp.tlb_mode, smp.tlb_reason);
+    println!("tlb: mode {}: {}", smp.tlb.mode, smp.tlb.mode_reason);
+    println!("tlb: PCIDs {}", smp.tlb.pcid_reason);
     println!(
         "clock: TSC {} MHz, APIC timer {} MHz, tick {} Hz",
         smp.tsc_hz / 1_000_000,

@@ -120,6 +120,11 @@ const OPTIONS: &[OptionSpec] = &[
         apply: apply_tlb_asids,
     },
     OptionSpec {
+        name: "tlb.pcid",
+        values: "on | off: use PCIDs when the CPU has them (off also rules out INVLPGB)",
+        apply: apply_tlb_pcid,
+    },
+    OptionSpec {
         name: "tlb.bug",
         values: "a deliberate bug to watch the tests catch it (see tlb::BUGS)",
         apply: apply_tlb_bug,
@@ -166,6 +171,11 @@ fn apply_tlb_trace(options: &mut Options, value: &str) -> Result<(), ()> {
 
 fn apply_tlb_batch(options: &mut Options, value: &str) -> Result<(), ()> {
     options.tlb.batch_reclaim = on_off(value)?;
+    Ok(())
+}
+
+fn apply_tlb_pcid(options: &mut Options, value: &str) -> Result<(), ()> {
+    options.tlb.pcid = on_off(value)?;
     Ok(())
 }
 
@@ -329,8 +339,10 @@ pub mod tests {
                 tlb: TlbOptions::default(),
             })
         );
-        let tlb = parse("tlb=broadcast-sw tlb.promote=3 tlb.trace=on tlb.batch=off tlb.asids=2")
-            .map(|o| o.tlb);
+        let tlb = parse(
+            "tlb=broadcast-sw tlb.promote=3 tlb.trace=on tlb.batch=off tlb.asids=2 tlb.pcid=off",
+        )
+        .map(|o| o.tlb);
         check_eq!(
             tlb,
             Ok(TlbOptions {
@@ -339,6 +351,7 @@ pub mod tests {
                 trace: true,
                 batch_reclaim: false,
                 global_asids: Some(2),
+                pcid: false,
                 bug: None,
             })
         );

@@ -41,6 +41,7 @@ mod smp;
 mod task;
 mod time;
 mod tlb;
+mod tlb_broadcast;
 
 use bootloader_api::{BootInfo, BootloaderConfig, config::Mapping, entry_point};
 use spin::Once;

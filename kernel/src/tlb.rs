@@ -11,32 +11,34 @@
 //! - `broadcast-sw`: global ASIDs, promotion and the transition protocol,
 //!   with every broadcast operation carried by IPIs to all online CPUs. The
 //!   same semantics as INVLPGB, so the machinery runs under QEMU's TCG.
-//! - `invlpgb`: global ASIDs flushed by AMD's INVLPGB/TLBSYNC. It needs
-//!   CPUID's INVLPGB on Zen 3 or later *and* PCIDs, which this kernel does
-//!   not enable yet, so asking for it is refused with the reason. The
-//!   operand encodings and range splitting are ready in `mm::invlpgb`.
-//! - `auto` (default): `ipi` (Linux picks INVLPGB when it can, else IPIs).
+//! - `invlpgb`: global ASIDs flushed by AMD's INVLPGB/TLBSYNC
+//!   ([`KernelBroadcast::Invlpgb`]). It needs CPUID's INVLPGB on Zen 3 or
+//!   later *and* PCIDs (a global ASID is a PCID every CPU agrees on); asking
+//!   for it without them is refused with the reason.
+//! - `auto` (default): `invlpgb` when the CPU allows it, else `ipi`, as
+//!   Linux chooses.
+//!
+//! PCIDs (`tlb.pcid=on`, the default) are used when CPUID reports PCID and
+//! global pages: each CPU's dynamic ASIDs then keep their entries across
+//! CR3 loads. QEMU's TCG has no PCID, so there every CR3 load flushes and
+//! `mm` tracks its ASIDs in software only; the decisions are the same.
 
 use alloc::{string::String, vec::Vec};
 use core::fmt;
 
 use mm::{
-    AddressSpaceTlb, BroadcastBackend, BroadcastOp, CpuId, CpuSet, CpuTlbState, FlushBatch,
-    FlushRange, FlushRequest, Pcid, TlbConfig, TlbHardware, TlbSystem, TraceEvent,
+    AddressSpaceTlb, CpuId, CpuSet, CpuTlbState, FlushBatch, FlushRange, FlushRequest, Pcid,
+    TlbConfig, TlbHardware, TlbSystem, TraceEvent, invlpgb::InvlpgbLimits,
 };
 use spin::Once;
 use x86_64::PhysAddr;
 
+pub use crate::tlb_broadcast::KernelBroadcast;
 use crate::{
     arch::{self, cpu::without_interrupts, ipi, percpu},
     cpu_features::CpuFeatures,
     smp, time,
 };
-
-/// This kernel does not turn CR4.PCIDE on yet: every CR3 load flushes the
-/// non-global TLB entries, `mm` still tracks ASIDs in software, and INVLPGB
-/// (whose global ASIDs need PCIDs) stays off.
-const PCID_ENABLED: bool = false;
 
 /// What `tlb=` asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +62,9 @@ pub struct TlbOptions {
     pub batch_reclaim: bool,
     /// Global ASIDs available (lower it to test exhaustion); `None`: all.
     pub global_asids: Option<u16>,
+    /// Use PCIDs when the CPU has them (`tlb.pcid=off` shows the cost of
+    /// flushing at every CR3 load, and turns global ASIDs off).
+    pub pcid: bool,
     /// A deliberately broken protocol (`tlb.bug=`), to watch the tests fail.
     pub bug: Option<Bug>,
 }
@@ -113,6 +118,7 @@ impl Default for TlbOptions {
             trace: false,
             batch_reclaim: true,
             global_asids: None,
+            pcid: true,
             bug: None,
         }
     }
@@ -123,6 +129,7 @@ impl Default for TlbOptions {
 pub enum TlbMode {
     Ipi,
     BroadcastSoftware,
+    Invlpgb,
 }
 
 impl fmt::Display for TlbMode {
@@ -130,22 +137,16 @@ impl fmt::Display for TlbMode {
         f.write_str(match self {
             Self::Ipi => "ipi",
             Self::BroadcastSoftware => "broadcast-sw",
+            Self::Invlpgb => "invlpgb",
         })
     }
-}
-
-/// The broadcast backends the kernel has.
-pub enum KernelBroadcast {
-    /// Every operation as a cross-CPU call to all online CPUs, which each
-    /// run `mm`'s broadcast handler. Completes before returning, so `sync`
-    /// has nothing left to wait for.
-    Software,
 }
 
 struct State {
     system: TlbSystem<'static>,
     no_flush_ipis: bool,
     mode: TlbMode,
+    hardware: TlbHardwareChoice,
     broadcast: Option<KernelBroadcast>,
     trace: bool,
     batch_reclaim: bool,
@@ -163,34 +164,91 @@ impl fmt::Display for ModeUnavailable {
     }
 }
 
+/// The TLB instructions this kernel uses on this machine: the part of the
+/// choice every CPU applies to itself at bring-up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TlbHardwareChoice {
+    /// CR4.PCIDE on: CR3 loads carry a PCID and may keep entries.
+    pub pcids: bool,
+    /// INVPCID flushes one PCID (or all) without a CR3 load.
+    pub invpcid: bool,
+    /// EFER.TCE on: invalidations keep unrelated page-walk cache entries.
+    pub translation_cache_extension: bool,
+}
+
+/// Everything [`choose`] decides, with the reasons the banner prints.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Choice {
+    pub mode: TlbMode,
+    pub mode_reason: String,
+    pub hardware: TlbHardwareChoice,
+    pub pcid_reason: &'static str,
+}
+
+/// Decides the TLB mode and instructions for a machine with `cpu` as
+/// `options` ask. Pure, so the rules are tested with CPUs QEMU cannot
+/// emulate (`tests::*`).
+pub fn choose(options: &TlbOptions, cpu: &CpuFeatures) -> Result<Choice, ModeUnavailable> {
+    let (pcids, pcid_reason) = if !cpu.pcid {
+        (false, "off: the CPU has no PCID (QEMU's TCG has none)")
+    } else if !cpu.global_pages {
+        // Flushing global entries without INVPCID toggles CR4.PGE; Linux
+        // too leaves PCIDs off on the (virtual) CPUs that lack PGE.
+        (false, "off: the CPU has PCID but no global pages")
+    } else if !options.pcid {
+        (false, "off: tlb.pcid=off")
+    } else {
+        (true, "on: CR3 loads keep each ASID's entries")
+    };
+    let hardware = TlbHardwareChoice {
+        pcids,
+        invpcid: pcids && cpu.invpcid,
+        translation_cache_extension: cpu.tce,
+    };
+    let no_invlpgb = if !cpu.invlpgb_usable() {
+        Some("the CPU reports no usable INVLPGB (none before Zen 3; QEMU's TCG has none)")
+    } else if !pcids {
+        Some("INVLPGB flushes global ASIDs, which need PCIDs, and PCIDs are off")
+    } else {
+        None
+    };
+    let (mode, mode_reason) = match (options.mode, no_invlpgb) {
+        (ModeRequest::Ipi, _) => (TlbMode::Ipi, "requested on the command line"),
+        (ModeRequest::BroadcastSoftware, _) => (
+            TlbMode::BroadcastSoftware,
+            "requested on the command line; broadcasts travel by IPI",
+        ),
+        (ModeRequest::Invlpgb, None) => (TlbMode::Invlpgb, "requested on the command line"),
+        (ModeRequest::Invlpgb, Some(why)) => {
+            return Err(ModeUnavailable(alloc::format!(
+                "tlb=invlpgb is not possible: {why}; \
+                 tlb=broadcast-sw runs global ASIDs with a software broadcast instead"
+            )));
+        }
+        (ModeRequest::Auto, None) => (
+            TlbMode::Invlpgb,
+            "the CPU has a usable INVLPGB and PCIDs are on",
+        ),
+        (ModeRequest::Auto, Some(why)) => (TlbMode::Ipi, why),
+    };
+    Ok(Choice {
+        mode,
+        mode_reason: String::from(mode_reason),
+        hardware,
+        pcid_reason,
+    })
+}
+
 /// Chooses the mode for `cpu` as `options` ask and creates the TLB system
 /// for `cpu_count` CPUs whose kernel page table is `kernel_root`. Called once
-/// by the boot CPU before any AP starts. Returns the mode and why.
+/// by the boot CPU before any AP starts (and before [`init_this_cpu`]).
 pub fn init(
     cpu_count: usize,
     kernel_root: PhysAddr,
     options: &TlbOptions,
     cpu: &CpuFeatures,
-) -> Result<(TlbMode, &'static str), ModeUnavailable> {
-    let no_hardware_broadcast = if !cpu.invlpgb_usable() {
-        "the CPU reports no usable INVLPGB (none before Zen 3; QEMU's TCG has none)"
-    } else {
-        "INVLPGB needs PCIDs, which this kernel does not enable yet"
-    };
-    let (mode, reason) = match options.mode {
-        ModeRequest::Ipi => (TlbMode::Ipi, "requested on the command line"),
-        ModeRequest::BroadcastSoftware => (
-            TlbMode::BroadcastSoftware,
-            "requested on the command line; broadcasts travel by IPI",
-        ),
-        ModeRequest::Invlpgb => {
-            return Err(ModeUnavailable(alloc::format!(
-                "tlb=invlpgb is not possible: {no_hardware_broadcast}; \
-                 tlb=broadcast-sw runs global ASIDs with a software broadcast instead"
-            )));
-        }
-        ModeRequest::Auto => (TlbMode::Ipi, no_hardware_broadcast),
-    };
+) -> Result<Choice, ModeUnavailable> {
+    let choice = choose(options, cpu)?;
     let mut config = TlbConfig {
         promotion_threshold: options.promotion_threshold,
         ..TlbConfig::default()
@@ -198,6 +256,13 @@ pub fn init(
     if let Some(limit) = options.global_asids {
         config.global_asid_limit = (mm::FIRST_GLOBAL_ASID + limit).min(mm::MAX_ASID_AVAILABLE);
     }
+    let broadcast = match choice.mode {
+        TlbMode::Ipi => None,
+        TlbMode::BroadcastSoftware => Some(KernelBroadcast::Software),
+        TlbMode::Invlpgb => Some(KernelBroadcast::Invlpgb(InvlpgbLimits::from_cpuid_edx(
+            u32::from(cpu.invlpgb.expect("the invlpgb mode implies the feature")),
+        ))),
+    };
     let state = STATE.call_once(|| {
         let states: &'static [CpuTlbState] = (0..cpu_count)
             .map(|_| CpuTlbState::new())
@@ -206,8 +271,9 @@ pub fn init(
         State {
             system: TlbSystem::new(states, kernel_root.as_u64(), config),
             no_flush_ipis: options.bug == Some(Bug::NoFlushIpis),
-            mode,
-            broadcast: (mode == TlbMode::BroadcastSoftware).then_some(KernelBroadcast::Software),
+            mode: choice.mode,
+            hardware: choice.hardware,
+            broadcast,
             trace: options.trace,
             batch_reclaim: options.batch_reclaim,
         }
@@ -218,7 +284,7 @@ pub fn init(
     if let Some(bug) = options.bug {
         log::warn!("tlb: deliberate bug {bug:?} is switched on (tlb.bug=)");
     }
-    Ok((mode, reason))
+    Ok(choice)
 }
 
 fn state() -> &'static State {
@@ -237,8 +303,16 @@ pub fn mode() -> TlbMode {
     state().mode
 }
 
-/// Brings this CPU's TLB state in line with `mm`'s (kernel page table loaded).
+/// Sets this CPU's TLB control bits as chosen and brings its TLB state in
+/// line with `mm`'s (kernel page table loaded, interrupts off).
 pub fn init_this_cpu() {
+    let hardware = state().hardware;
+    if hardware.pcids {
+        arch::tlb::enable_pcids();
+    }
+    if hardware.translation_cache_extension {
+        arch::tlb::enable_translation_cache_extension();
+    }
     system().init_cpu(&KernelTlb);
 }
 
@@ -320,46 +394,9 @@ pub fn counters_line() -> String {
     )
 }
 
-/// Runs `op` on every online CPU (the software broadcast backend).
-fn broadcast_by_ipi(op: BroadcastOp) {
-    let handler = || system().handle_broadcast_ipi(&KernelTlb, &op);
-    if let Err(unanswered) = ipi::call_on(&smp::online(), &handler) {
-        crate::fatal::stop(
-            format_args!("TLB broadcast not acknowledged: {unanswered}"),
-            None,
-        );
-    }
-}
-
-impl BroadcastBackend for KernelBroadcast {
-    fn flush_pcid_range(&self, pcid: Pcid, start: u64, end: u64, stride_shift: u8) {
-        broadcast_by_ipi(BroadcastOp::PcidRange {
-            pcid,
-            start,
-            end,
-            stride_shift,
-        });
-    }
-
-    fn flush_pcid(&self, pcid: Pcid) {
-        broadcast_by_ipi(BroadcastOp::Pcid(pcid));
-    }
-
-    fn flush_all_nonglobal(&self) {
-        broadcast_by_ipi(BroadcastOp::AllNonGlobal);
-    }
-
-    fn flush_kernel_range(&self, start: u64, end: u64) {
-        broadcast_by_ipi(BroadcastOp::KernelRange { start, end });
-    }
-
-    fn flush_all_including_global(&self) {
-        broadcast_by_ipi(BroadcastOp::AllIncludingGlobal);
-    }
-
-    fn sync(&self) {
-        // Every operation above returned only after all CPUs ran it.
-    }
+/// The PCID in this CPU's CR3 (0 without PCIDs).
+fn current_pcid() -> Pcid {
+    (arch::cpu::cr3_raw() & 0xfff) as Pcid
 }
 
 /// The zero-sized handle `mm` calls back into; every method acts on the
@@ -378,7 +415,7 @@ impl TlbHardware for KernelTlb {
     }
 
     fn pcid_enabled(&self) -> bool {
-        PCID_ENABLED
+        state().hardware.pcids
     }
 
     /// Milliseconds, the unit of `TlbConfig`'s intervals.
@@ -390,21 +427,46 @@ impl TlbHardware for KernelTlb {
         arch::tlb::invlpg(va);
     }
 
-    fn flush_pcid(&self, _pcid: Pcid) {
-        // Without PCIDs there is one tag: reload CR3.
-        arch::tlb::load_root(arch::cpu::page_table_root());
+    fn flush_pcid(&self, pcid: Pcid) {
+        let hardware = state().hardware;
+        if hardware.invpcid {
+            arch::tlb::invpcid_single(pcid);
+        } else if !hardware.pcids || current_pcid() == pcid {
+            // A CR3 load without the keep bit flushes the loaded PCID (the
+            // only tag there is without PCIDs).
+            arch::tlb::reload_root();
+        } else {
+            // Another PCID and no INVPCID: flushing everything is the only
+            // way, and always correct.
+            arch::tlb::flush_everything();
+        }
     }
 
     fn flush_all_nonglobal(&self) {
-        arch::tlb::load_root(arch::cpu::page_table_root());
+        let hardware = state().hardware;
+        if hardware.invpcid {
+            arch::tlb::invpcid_all_nonglobal();
+        } else if hardware.pcids {
+            arch::tlb::flush_everything();
+        } else {
+            arch::tlb::reload_root();
+        }
     }
 
     fn flush_everything(&self) {
-        arch::tlb::flush_everything();
+        if state().hardware.invpcid {
+            arch::tlb::invpcid_everything();
+        } else {
+            arch::tlb::flush_everything();
+        }
     }
 
-    fn load_address_space(&self, root: u64, _pcid: Pcid, _flush: bool) {
-        arch::tlb::load_root(PhysAddr::new(root));
+    fn load_address_space(&self, root: u64, pcid: Pcid, flush: bool) {
+        if state().hardware.pcids {
+            arch::tlb::load_root(PhysAddr::new(root), pcid, !flush);
+        } else {
+            arch::tlb::load_root(PhysAddr::new(root), 0, false);
+        }
     }
 
     fn send_flush_ipis(&self, targets: &CpuSet, request: &FlushRequest<'_>) {
@@ -450,15 +512,36 @@ impl TlbHardware for KernelTlb {
 }
 
 pub mod tests {
-    //! In-kernel tests of the kernel's TLB glue.
+    //! In-kernel tests of the kernel's TLB glue. The mode rules are tested
+    //! with made-up CPUs: QEMU's TCG can emulate none with PCID or INVLPGB.
 
-    use crate::check_eq;
+    use super::{ModeRequest, TlbMode, TlbOptions, choose};
+    use crate::cpu_features::CpuFeatures;
     use crate::ktest::{Test, TestResult};
+    use crate::{check, check_eq, require_ok};
 
-    pub const TESTS: &[Test] = &[Test::new(
-        "tlb::counter_names_match_the_abi",
-        counter_names_match_the_abi,
-    )];
+    pub const TESTS: &[Test] = &[
+        Test::new(
+            "tlb::counter_names_match_the_abi",
+            counter_names_match_the_abi,
+        ),
+        Test::new(
+            "tlb::zen3_with_pcids_uses_invlpgb",
+            zen3_with_pcids_uses_invlpgb,
+        ),
+        Test::new(
+            "tlb::invlpgb_needs_zen3_and_pcids",
+            invlpgb_needs_zen3_and_pcids,
+        ),
+        Test::new(
+            "tlb::pcids_need_pge_and_permission",
+            pcids_need_pge_and_permission,
+        ),
+        Test::new(
+            "tlb::explicit_modes_are_honoured",
+            explicit_modes_are_honoured,
+        ),
+    ];
 
     /// `tlb_stats` copies `mm`'s counters in declaration order; user programs
     /// find them by the names in `abi`. The two lists must agree.
@@ -469,6 +552,102 @@ pub mod tests {
             .map(|(name, _)| name)
             .collect();
         check_eq!(names.as_slice(), &abi::TLB_COUNTER_NAMES[..]);
+        Ok(())
+    }
+
+    /// An EPYC 7763 as its CPUID reads on real hardware.
+    fn milan() -> CpuFeatures {
+        let mut cpu = CpuFeatures::detect();
+        cpu.vendor = *b"AuthenticAMD";
+        cpu.family = 0x19;
+        cpu.pcid = true;
+        cpu.invpcid = true;
+        cpu.global_pages = true;
+        cpu.invlpgb = Some(7);
+        cpu.tce = true;
+        cpu
+    }
+
+    fn auto() -> TlbOptions {
+        TlbOptions::default()
+    }
+
+    fn zen3_with_pcids_uses_invlpgb() -> TestResult {
+        let choice = require_ok!(choose(&auto(), &milan()));
+        check_eq!(choice.mode, TlbMode::Invlpgb);
+        check!(choice.hardware.pcids && choice.hardware.invpcid);
+        check!(choice.hardware.translation_cache_extension);
+        let explicit = TlbOptions {
+            mode: ModeRequest::Invlpgb,
+            ..auto()
+        };
+        check_eq!(
+            require_ok!(choose(&explicit, &milan())).mode,
+            TlbMode::Invlpgb
+        );
+        Ok(())
+    }
+
+    fn invlpgb_needs_zen3_and_pcids() -> TestResult {
+        let explicit = TlbOptions {
+            mode: ModeRequest::Invlpgb,
+            ..auto()
+        };
+        let mut rome = milan();
+        rome.family = 0x17;
+        let mut no_pcid = milan();
+        no_pcid.pcid = false;
+        let pcid_off = TlbOptions {
+            pcid: false,
+            ..auto()
+        };
+        for (cpu, options) in [(&rome, auto()), (&no_pcid, auto()), (&milan(), pcid_off)] {
+            let choice = require_ok!(choose(&options, cpu));
+            check_eq!(choice.mode, TlbMode::Ipi, "auto falls back to IPIs");
+            let refused = choose(
+                &TlbOptions {
+                    mode: ModeRequest::Invlpgb,
+                    ..options
+                },
+                cpu,
+            );
+            check!(
+                refused.is_err(),
+                "tlb=invlpgb must be refused, got {refused:?}"
+            );
+        }
+        check!(choose(&explicit, &no_pcid).is_err_and(|why| why.0.contains("PCIDs")));
+        Ok(())
+    }
+
+    fn pcids_need_pge_and_permission() -> TestResult {
+        let mut no_pge = milan();
+        no_pge.global_pages = false;
+        let choice = require_ok!(choose(&auto(), &no_pge));
+        check!(!choice.hardware.pcids && !choice.hardware.invpcid);
+        let off = TlbOptions {
+            pcid: false,
+            ..auto()
+        };
+        let choice = require_ok!(choose(&off, &milan()));
+        check!(!choice.hardware.pcids && !choice.hardware.invpcid);
+        check!(choice.pcid_reason.contains("tlb.pcid=off"));
+        Ok(())
+    }
+
+    fn explicit_modes_are_honoured() -> TestResult {
+        for cpu in [milan(), CpuFeatures::detect()] {
+            for (request, mode) in [
+                (ModeRequest::Ipi, TlbMode::Ipi),
+                (ModeRequest::BroadcastSoftware, TlbMode::BroadcastSoftware),
+            ] {
+                let options = TlbOptions {
+                    mode: request,
+                    ..auto()
+                };
+                check_eq!(require_ok!(choose(&options, &cpu)).mode, mode);
+            }
+        }
         Ok(())
     }
 }

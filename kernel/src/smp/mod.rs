@@ -43,7 +43,7 @@ use crate::{
     interrupts::SPURIOUS_VECTOR,
     task::sched,
     time::{self, Deadline},
-    tlb::{self, TlbMode, TlbOptions},
+    tlb::{self, TlbOptions},
 };
 pub use percpu::PerCpu;
 
@@ -82,8 +82,8 @@ pub struct SmpSummary {
     pub apic_mode: ApicMode,
     pub tsc_hz: u64,
     pub apic_timer_hz: u64,
-    pub tlb_mode: TlbMode,
-    pub tlb_reason: &'static str,
+    /// The TLB mode and instructions in force, and why.
+    pub tlb: tlb::Choice,
 }
 
 #[derive(Debug)]
@@ -129,7 +129,7 @@ pub fn init(
     arch::percpu::install(boot_cpu);
     let kernel_page_table = *KERNEL_PAGE_TABLE.call_once(arch::cpu::page_table_root);
     let cpu_count = topology.enabled_apic_ids().count().clamp(1, MAX_CPUS);
-    let (tlb_mode, tlb_reason) =
+    let tlb_choice =
         tlb::init(cpu_count, kernel_page_table, tlb_options, cpu).map_err(SmpError::Tlb)?;
     tlb::init_this_cpu();
     arch::syscall::init_this_cpu();
@@ -172,8 +172,7 @@ pub fn init(
         apic_mode,
         tsc_hz,
         apic_timer_hz,
-        tlb_mode,
-        tlb_reason,
+        tlb: tlb_choice,
     })
 }
 
