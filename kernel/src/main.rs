@@ -84,6 +84,8 @@ fn kernel_main(boot_info: &'static mut BootInfo) -> ! {
 
     let memory = memory::init(boot_info)
         .unwrap_or_else(|error| fatal::stop(format_args!("memory: {error}"), None));
+    arch::paging::init()
+        .unwrap_or_else(|error| fatal::stop(format_args!("kernel page tables: {error}"), None));
     initrd::init(boot_info)
         .unwrap_or_else(|error| fatal::stop(format_args!("ramdisk: {error}"), None));
     let options = cmdline::load().unwrap_or_else(|error| {

@@ -364,6 +364,13 @@ pub fn evict(space: &AddressSpaceTlb) {
     }
 }
 
+/// Makes every online CPU, lazy ones included, forget the kernel mappings
+/// of `start..end` (after they were changed or removed). Interrupts on or
+/// off, no lock held: the flush waits for every CPU.
+pub fn flush_kernel_range(start: u64, end: u64) {
+    system().flush_kernel_range(&KernelTlb, start, end);
+}
+
 /// Makes every CPU stop using anything of `space`.
 pub fn flush_all(space: &AddressSpaceTlb, freed_tables: bool) {
     system().flush_tlb_mm_range(&KernelTlb, space, FlushRange::All, freed_tables);

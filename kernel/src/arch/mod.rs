@@ -16,6 +16,7 @@ pub mod gdt;
 pub mod global_alloc;
 pub mod idt;
 pub mod ipi;
+pub mod kernel_stack;
 pub mod paging;
 pub mod percpu;
 pub mod phys;

@@ -90,6 +90,7 @@ impl Test {
 /// Every test list in the kernel.
 const SUITES: &[&[Test]] = &[
     crate::acpi::tests::TESTS,
+    crate::arch::kernel_stack::tests::TESTS,
     crate::cmdline::tests::TESTS,
     crate::cpu_features::tests::TESTS,
     crate::elf::tests::TESTS,

@@ -63,6 +63,18 @@ impl Frame {
     }
 }
 
+/// A frame backing a kernel stack (see [`crate::arch::kernel_stack`]). Rust
+/// objects live in it, so unlike [`Frame`] it gives no access to its
+/// contents through [`crate::arch::phys`]: only its kernel mapping is used.
+#[derive(Debug, PartialEq, Eq)]
+pub struct StackFrame(PhysAddr);
+
+impl StackFrame {
+    pub fn address(&self) -> PhysAddr {
+        self.0
+    }
+}
+
 /// A bitmap frame allocator over frames `0..frame_count`.
 pub struct FrameAllocator<'bitmap> {
     /// Bit `i` set: frame `i` is in use (or not RAM).
@@ -280,6 +292,16 @@ pub fn allocate() -> Option<Frame> {
 
 /// Returns one frame to the kernel's allocator.
 pub fn free(frame: Frame) {
+    with_allocator(|allocator| allocator.free(frame.0));
+}
+
+/// Allocates one frame to back a kernel stack page.
+pub fn allocate_stack_frame() -> Option<StackFrame> {
+    with_allocator(FrameAllocator::allocate).map(StackFrame)
+}
+
+/// Returns a kernel stack frame, once no CPU can reach it any more.
+pub fn free_stack_frame(frame: StackFrame) {
     with_allocator(|allocator| allocator.free(frame.0));
 }
 

@@ -93,7 +93,7 @@ impl Process {
             self.live_threads.fetch_sub(1, Ordering::AcqRel);
             return None;
         }
-        let thread = Thread::new(
+        let Ok(thread) = Thread::new(
             Some(Arc::clone(self)),
             ThreadStart::User {
                 entry,
@@ -101,7 +101,10 @@ impl Process {
                 rdi,
                 rsi,
             },
-        );
+        ) else {
+            self.live_threads.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        };
         thread.affinity.store(cpu, Ordering::Relaxed);
         self.threads.lock().insert(thread.tid, Arc::clone(&thread));
         sched::spawn(Arc::clone(&thread));

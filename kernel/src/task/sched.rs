@@ -94,6 +94,7 @@ pub fn init_boot_cpu() {
                 argument: 0,
             },
         )
+        .expect("memory for the boot CPU's idle stack right after boot")
     });
 }
 

@@ -67,7 +67,8 @@ fn kernel_threads_run_on_every_cpu() -> TestResult {
                     entry: record_cpu,
                     argument: cpu as u64,
                 },
-            );
+            )
+            .expect("a stack for a test thread");
             thread.affinity.store(cpu as u64, Ordering::Relaxed);
             sched::spawn(alloc::sync::Arc::clone(&thread));
             (cpu, thread)

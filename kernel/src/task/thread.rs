@@ -4,18 +4,29 @@
 //! registers in ring 3 live in a `TrapFrame` at the top of that stack while
 //! the kernel runs on its behalf; its kernel-side state is whatever is on the
 //! stack below, down to the saved stack pointer when it is switched out.
+//!
+//! Kernel stacks live in their own kernel window with guard pages
+//! ([`crate::arch::kernel_stack`]). Freed ones are flushed from every CPU in
+//! batches, before their memory is reused, by whoever creates threads.
 
-use alloc::{boxed::Box, sync::Arc, vec, vec::Vec};
+use alloc::{sync::Arc, vec::Vec};
 
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use spin::Mutex;
 
 use super::process::Process;
-use crate::arch::context::{self, ThreadStart};
+use crate::{
+    arch::{
+        context::{self, ThreadStart},
+        kernel_stack::{self, KernelStack, StackError},
+    },
+    tlb,
+};
 
-/// Kernel stack size of every thread.
-const KERNEL_STACK_SIZE: usize = 32 * 1024;
+/// Freed stacks wait until there are this many, then one kernel-range flush
+/// lets them all be reused (fewer interruptions of every CPU).
+const STACK_PURGE_BATCH: usize = 16;
 
 static NEXT_TID: AtomicU64 = AtomicU64::new(1);
 
@@ -38,7 +49,7 @@ pub struct Thread {
     pub process: Option<Arc<Process>>,
     /// `None` for a thread that adopted a stack it did not allocate (the
     /// boot CPU's and each AP's initial context).
-    kernel_stack: Option<Box<[u64]>>,
+    kernel_stack: Option<KernelStack>,
     /// Where `switch` left the stack pointer while the thread is not running.
     pub(crate) saved_rsp: AtomicU64,
     /// True from the moment a CPU switches to the thread until the CPU that
@@ -67,7 +78,7 @@ pub struct ExitStatus {
 impl Thread {
     fn with_stack(
         process: Option<Arc<Process>>,
-        kernel_stack: Option<Box<[u64]>>,
+        kernel_stack: Option<KernelStack>,
         saved_rsp: u64,
     ) -> Arc<Self> {
         Arc::new(Self {
@@ -84,11 +95,13 @@ impl Thread {
         })
     }
 
-    /// A new thread that starts as `start` says once scheduled.
-    pub fn new(process: Option<Arc<Process>>, start: ThreadStart) -> Arc<Self> {
-        let mut stack = vec![0u64; KERNEL_STACK_SIZE / 8].into_boxed_slice();
-        let rsp = context::prepare_stack(&mut stack, start);
-        Self::with_stack(process, Some(stack), rsp)
+    /// A new thread that starts as `start` says once scheduled, or why
+    /// there is no stack for it. Call with interrupts on and no lock held:
+    /// it may purge freed stacks, which waits for every CPU.
+    pub fn new(process: Option<Arc<Process>>, start: ThreadStart) -> Result<Arc<Self>, StackError> {
+        let mut stack = allocate_stack()?;
+        let rsp = context::prepare_stack(stack.words_mut(), start);
+        Ok(Self::with_stack(process, Some(stack), rsp))
     }
 
     /// The thread object for the context already running on this CPU.
@@ -101,6 +114,23 @@ impl Thread {
 
     /// The top of the kernel stack (RSP0 and the syscall stack), if owned.
     pub fn kernel_stack_top(&self) -> Option<u64> {
-        self.kernel_stack.as_deref().map(context::stack_top)
+        self.kernel_stack
+            .as_ref()
+            .map(|stack| stack.base() + kernel_stack::STACK_SIZE)
     }
+}
+
+/// A kernel stack, purging the freed ones first when enough have piled up
+/// or when there is no room without them.
+fn allocate_stack() -> Result<KernelStack, StackError> {
+    if kernel_stack::dirty_count() >= STACK_PURGE_BATCH {
+        kernel_stack::purge(tlb::flush_kernel_range);
+    }
+    KernelStack::allocate().or_else(|error| {
+        if kernel_stack::purge(tlb::flush_kernel_range) > 0 {
+            KernelStack::allocate()
+        } else {
+            Err(error)
+        }
+    })
 }
