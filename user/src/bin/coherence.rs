@@ -43,6 +43,8 @@ user::entry!(main);
 /// Where the test page lives (mapped with MAP_FIXED, so remap can reuse it).
 const TEST_PAGE: u64 = 0x3000_0000_0000;
 const DATA_WORDS: usize = 256;
+/// Rounds between progress lines.
+const PROGRESS_EVERY: u64 = 250;
 const SLOT_OFFSET: usize = 2048;
 const MAX_READERS: usize = 31;
 
@@ -139,6 +141,13 @@ fn main(args: &str) -> i32 {
             return 100;
         }
         CONTROL.epoch.store(round, Ordering::Release);
+        if round % PROGRESS_EVERY == 0 && round < rounds {
+            // Long runs show they are alive (a silent emulator looks hung).
+            println!(
+                "coherence: {round}/{rounds} rounds, {} stale reads so far",
+                CONTROL.stale_reads.load(Ordering::Relaxed)
+            );
+        }
     }
     CONTROL.stop.store(true, Ordering::Relaxed);
     for handle in handles.into_iter().flatten() {

@@ -213,10 +213,16 @@ fn children(args: &[&str]) -> Result<(), &'static str> {
     }
 }
 
+/// Lazy TLB: a thread blocked on CPU 1 leaves that CPU lazy in this address
+/// space. Ordinary flushes must skip it, the flush that frees page tables
+/// must reach it, and when the thread returns it must see the page's new
+/// contents.
 fn lazy() -> Result<(), &'static str> {
     const OLD: u8 = 0x11;
     const NEW: u8 = 0x22;
     static SAW: AtomicU64 = AtomicU64::new(0);
+    static BLOCKING: AtomicBool = AtomicBool::new(false);
+    static RELEASE: AtomicBool = AtomicBool::new(false);
     sys::set_affinity(0).map_err(|_| "cannot pin to CPU 0")?;
     let page = map(1)? as u64;
     let scratch = map(1)?;
@@ -230,18 +236,35 @@ fn lazy() -> Result<(), &'static str> {
     // SAFETY: `page` is a fresh read-write page.
     unsafe { (page as *mut u8).write_volatile(OLD) };
 
+    // The sleeper must stay blocked in the kernel, its CPU lazy, until the
+    // page has changed, however slow the emulator: it waits for `gate` (on
+    // CPU 0), which finishes only when released.
+    let gate = thread::spawn(|| {
+        let _ = sys::set_affinity(0);
+        while !RELEASE.load(Ordering::Acquire) {
+            let _ = sys::sleep(2_000_000);
+        }
+        0
+    })
+    .map_err(|_| "cannot start the gate")?;
+    let gate_tid = gate.tid();
     let sleeper = thread::spawn(move || {
         let _ = sys::set_affinity(1);
         // SAFETY: `page` stays mapped for the whole test.
         let before = unsafe { (page as *const u8).read_volatile() };
-        let _ = sys::sleep(400_000_000);
+        BLOCKING.store(true, Ordering::Release);
+        let _ = sys::thread_join(gate_tid);
         // SAFETY: as above.
         let after = unsafe { (page as *const u8).read_volatile() };
         SAW.store(u64::from(before) << 8 | u64::from(after), Ordering::Relaxed);
         0
     })
     .map_err(|_| "cannot start the sleeper")?;
-    let _ = sys::sleep(100_000_000);
+    while !BLOCKING.load(Ordering::Acquire) {
+        let _ = sys::sleep(1_000_000);
+    }
+    // From `BLOCKING` to the join blocking is one system call entry.
+    let _ = sys::sleep(50_000_000);
 
     let start = TlbCounters::read().map_err(|_| "tlb_stats failed")?;
     for _ in 0..50 {
@@ -258,7 +281,11 @@ fn lazy() -> Result<(), &'static str> {
     // SAFETY: nothing uses the region after this.
     unsafe { sys::munmap(table_region as *mut u8, 2 << 20) }.map_err(|_| "munmap failed")?;
     let freed = TlbCounters::read().map_err(|_| "tlb_stats failed")?;
+    RELEASE.store(true, Ordering::Release);
     sleeper.join().map_err(|_| "join failed")?;
+    // The sleeper joined the gate, so the gate's handle cannot be joined;
+    // its stack goes with the process.
+    drop(gate);
 
     let saw = SAW.load(Ordering::Relaxed);
     let (before, after) = ((saw >> 8) as u8, saw as u8);
