@@ -2,8 +2,9 @@
 //!
 //! The harness must turn every way a kernel test can go wrong into a visible
 //! failure: a failed check, a panic, a CPU exception and a hang each boot the
-//! kernel with one deliberately broken test selected. The boot path must
-//! reject bad command lines with a message, and must boot on the
+//! kernel with one deliberately broken test selected; a panic or kernel
+//! fault must also print a backtrace naming the failing function. The boot
+//! path must reject bad command lines with a message, and must boot on the
 //! configurations a student is likely to try (UEFI, small and large memory).
 
 use std::time::Duration;
@@ -61,6 +62,34 @@ fn panicking_test_is_reported_with_message_and_location() {
     );
     assert!(reason.contains("deliberate panic in a test"), "{reason}");
     assert_eq!(run.test_report().summary, Some((0, 1)));
+    assert_backtrace_names(&run, &["kernel::ktest::selfcheck::panics+0x"]);
+}
+
+/// Checks that the crash report's backtrace has a line naming each of
+/// `functions`, in that order (innermost first).
+fn assert_backtrace_names(run: &Run, functions: &[&str]) {
+    let start = run
+        .serial
+        .iter()
+        .position(|line| line == "backtrace (innermost first):")
+        .unwrap_or_else(|| panic!("no backtrace in the report\n{}", run.describe()));
+    let frames: Vec<&String> = run.serial[start + 1..]
+        .iter()
+        .take_while(|line| line.starts_with("  #") || line.starts_with("  ..."))
+        .collect();
+    let mut position = 0;
+    for function in functions {
+        match frames[position..]
+            .iter()
+            .position(|line| line.contains(function))
+        {
+            Some(found) => position += found + 1,
+            None => panic!(
+                "the backtrace does not name {function} (after the frames before it)\n{}",
+                run.describe()
+            ),
+        }
+    }
 }
 
 #[test]
@@ -82,6 +111,14 @@ fn page_fault_in_a_test_prints_registers_and_fails() {
         run.printed("  rax 0x"),
         "no register dump:\n{}",
         run.describe()
+    );
+    assert_backtrace_names(
+        &run,
+        &[
+            "kernel::arch::cpu::read_to_fault+0x",
+            "kernel::ktest::selfcheck::page_fault+0x",
+            "kernel::ktest::run+0x",
+        ],
     );
 }
 
@@ -237,6 +274,15 @@ fn stack_overflow_reaches_the_double_fault_handler() {
     assert!(
         run.printed("vector 8"),
         "no register dump:\n{}",
+        run.describe()
+    );
+    assert_backtrace_names(
+        &run,
+        &["kernel::ktest::selfcheck::stack_overflow::recurse+0x"],
+    );
+    assert!(
+        run.printed("  ... the same return address "),
+        "the recursion was not summarised:\n{}",
         run.describe()
     );
 }

@@ -12,7 +12,7 @@ fn yes_no(present: bool) -> &'static str {
     if present { "yes" } else { "no" }
 }
 
-pub fn print(cpu: &CpuFeatures, memory: &MemorySummary, smp: &SmpSummary) {
+pub fn print(cpu: &CpuFeatures, memory: &MemorySummary, smp: &SmpSummary, symbols: Option<usize>) {
     println!("==============================================================");
     println!(
         "shootdown {} - a teaching kernel for TLB shootdown",
@@ -89,6 +89,10 @@ pub fn print(cpu: &CpuFeatures, memory: &MemorySummary, smp: &SmpSummary) {
         smp.apic_timer_hz / 1_000_000,
         crate::smp::timer::TICK_HZ
     );
+    match symbols {
+        Some(count) => println!("symbols: {count} in the kernel's symbol table, for backtraces"),
+        None => println!("symbols: none found; backtraces show bare addresses"),
+    }
     if let Some(initrd) = crate::initrd::get() {
         let names: alloc::vec::Vec<&str> = initrd.names().collect();
         println!(

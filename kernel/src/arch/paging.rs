@@ -1,4 +1,4 @@
-//! Changes to the kernel's own page tables.
+//! Changes to the kernel's own page tables, and lookups in the active ones.
 //!
 //! For now the kernel needs one kind of new kernel mapping: device registers
 //! (the local APIC) mapped *uncached*. The bootloader's window onto physical
@@ -8,6 +8,10 @@
 //!
 //! MMIO mappings go into a dedicated window in the upper half, handed out
 //! bump-style and never unmapped.
+//!
+//! [`translate`] answers "is this address mapped, and where?" by reading the
+//! tables through the physical-memory window, so it cannot fault: the ramdisk
+//! check and the crash reports' stack walk rely on that.
 
 use spin::Mutex;
 use x86_64::{
@@ -25,6 +29,9 @@ use crate::memory::frames;
 const MMIO_WINDOW_START: u64 = 0xffff_fe00_0000_0000;
 const MMIO_WINDOW_SIZE: u64 = 1 << 30;
 const PAGE_SIZE: u64 = 4096;
+
+/// The physical-address bits of a page-table entry.
+const ENTRY_ADDRESS_MASK: u64 = 0x000f_ffff_ffff_f000;
 
 /// The next free address in the MMIO window; the lock also serialises every
 /// change to the kernel page tables.
@@ -91,4 +98,38 @@ pub fn map_mmio(phys: PhysAddr, size: u64) -> Result<VirtAddr, MapError> {
     }
     *next = base + pages * PAGE_SIZE;
     Ok(VirtAddr::new(base + (phys.as_u64() - first_frame.as_u64())))
+}
+
+/// The physical address `addr` maps to in the active page tables, by a walk
+/// through the physical-memory window. Never faults, whatever `addr` is, so
+/// crash reports can use it to check a pointer before following it.
+pub fn translate(addr: VirtAddr) -> Option<PhysAddr> {
+    let (top, _) = Cr3::read();
+    let mut table = top.start_address();
+    // The levels from the top; each index selects 512 entries of the
+    // level below, and a huge entry maps the rest of the address directly.
+    let levels = [
+        (addr.p4_index(), 39),
+        (addr.p3_index(), 30),
+        (addr.p2_index(), 21),
+        (addr.p1_index(), 12),
+    ];
+    for (index, shift) in levels {
+        let mut entry = [0u8; 8];
+        super::phys::read_bytes(table + u64::from(index) * 8, &mut entry);
+        let entry = u64::from_le_bytes(entry);
+        let flags = PageTableFlags::from_bits_truncate(entry);
+        if !flags.contains(PageTableFlags::PRESENT) {
+            return None;
+        }
+        let frame = entry & ENTRY_ADDRESS_MASK;
+        if shift == 12 || flags.contains(PageTableFlags::HUGE_PAGE) {
+            let offset_mask = (1u64 << shift) - 1;
+            return Some(PhysAddr::new(
+                (frame & !offset_mask) | (addr.as_u64() & offset_mask),
+            ));
+        }
+        table = PhysAddr::new(frame);
+    }
+    None
 }

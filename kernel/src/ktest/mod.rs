@@ -97,6 +97,7 @@ const SUITES: &[&[Test]] = &[
     crate::memory::frames::tests::TESTS,
     crate::memory::heap::tests::TESTS,
     crate::smp::tests::TESTS,
+    crate::symbols::tests::TESTS,
     crate::task::tests::TESTS,
     crate::tlb::tests::TESTS,
     selfcheck::TESTS,
