@@ -123,6 +123,20 @@ fn page_fault_in_a_test_prints_registers_and_fails() {
 }
 
 #[test]
+fn kernel_read_of_a_user_page_is_stopped_by_smap_and_explained() {
+    let run = boot_cmdline("test=harness::smap_violation");
+    assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
+    let reason = failure_reason(&run, "harness::smap_violation");
+    assert!(
+        reason.contains(
+            "kernel read from 0x50000000 (SMAP: the kernel may not touch user pages); SMEP on, SMAP on"
+        ),
+        "{reason}"
+    );
+    assert_backtrace_names(&run, &["kernel::ktest::selfcheck::smap_violation+0x"]);
+}
+
+#[test]
 fn hanging_test_is_caught_by_the_stall_timeout_and_named() {
     let silence = Duration::from_secs(20);
     let run = boot(

@@ -21,6 +21,8 @@ pub mod paging;
 pub mod percpu;
 pub mod phys;
 pub mod pic;
+pub mod probe;
+pub mod protection;
 pub mod qemu_exit;
 pub mod ramdisk;
 pub mod serial;

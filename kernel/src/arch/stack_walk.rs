@@ -75,29 +75,26 @@ pub fn walk(mut frame: u64, mut visit: impl FnMut(u64)) -> WalkEnd {
     WalkEnd::TooDeep
 }
 
-/// The two words at `frame` (saved RBP, return address), if `frame` is an
-/// aligned, mapped kernel-half address.
+/// The two words at `frame` (saved RBP, return address), if `frame` is a
+/// 16-byte record in mapped kernel memory.
 fn read_record(frame: u64) -> Option<(u64, u64)> {
+    Some((read_word(frame)?, read_word(frame.checked_add(8)?)?))
+}
+
+/// The word at `address`, if it is an 8-byte aligned, mapped kernel-half
+/// address; never faults.
+pub fn read_word(address: u64) -> Option<u64> {
     const UPPER_HALF_START: u64 = 0xffff_8000_0000_0000;
-    if frame < UPPER_HALF_START || !frame.is_multiple_of(8) {
+    if address < UPPER_HALF_START || !address.is_multiple_of(8) {
         return None;
     }
-    let last_byte = frame.checked_add(15)?;
-    // Both words (they may straddle a page boundary) must be mapped.
-    translate(VirtAddr::try_new(frame).ok()?)?;
-    translate(VirtAddr::try_new(last_byte).ok()?)?;
-    let words = frame as *const u64;
-    // `frame` is 8-byte aligned and both words are mapped in the active
-    // page tables (checked just above), so the reads cannot fault. They are
-    // volatile reads of plain integers from a kernel stack, which its owner
+    // An aligned word never straddles a page.
+    translate(VirtAddr::try_new(address).ok()?)?;
+    // `address` is 8-byte aligned and mapped in the active page tables
+    // (checked just above), so the read cannot fault. It is a volatile
+    // read of a plain integer from kernel memory (a stack), which its owner
     // may be changing (another CPU's, in an NMI report): any bit pattern is
-    // a valid `u64`, and a torn or stale value only ends the walk early.
-    // SAFETY: aligned reads of mapped memory, any value acceptable.
-    let (saved, ret) = unsafe {
-        (
-            core::ptr::read_volatile(words),
-            core::ptr::read_volatile(words.add(1)),
-        )
-    };
-    Some((saved, ret))
+    // a valid `u64`, and a torn or stale value only ends a walk early.
+    // SAFETY: an aligned read of mapped memory, any value acceptable.
+    Some(unsafe { core::ptr::read_volatile(address as *const u64) })
 }

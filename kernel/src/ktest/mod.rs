@@ -96,6 +96,7 @@ const SUITES: &[&[Test]] = &[
     crate::initrd::tests::TESTS,
     crate::memory::frames::tests::TESTS,
     crate::memory::heap::tests::TESTS,
+    crate::arch::protection::tests::TESTS,
     crate::smp::tests::TESTS,
     crate::symbols::tests::TESTS,
     crate::task::tests::TESTS,

@@ -3,16 +3,20 @@
 //! Each of these misbehaves on purpose, so each runs only when named exactly
 //! on the command line. The host integration tests boot them one by one and
 //! check that the failure is reported: a failed check, a panic, a CPU
-//! exception, and a hang (caught by the host's timeout).
+//! exception (a page fault, a stack overflow, a read that SMAP refuses), and
+//! a hang (caught by the host's timeout).
+
+use abi::{PAGE_SIZE, prot};
 
 use super::{Test, TestResult};
-use crate::check_eq;
+use crate::{check_eq, require_ok, task::vm::AddressSpace, tlb};
 
 pub const TESTS: &[Test] = &[
     Test::explicit("harness::fails", fails),
     Test::explicit("harness::panics", panics),
     Test::explicit("harness::page_fault", page_fault),
     Test::explicit("harness::stack_overflow", stack_overflow),
+    Test::explicit("harness::smap_violation", smap_violation),
     Test::explicit("harness::hangs", hangs),
 ];
 
@@ -49,6 +53,23 @@ fn stack_overflow() -> TestResult {
     }
     let depth = recurse(0);
     panic!("recursion to depth {depth} returned instead of overflowing the stack");
+}
+
+/// Reads a present user page directly, as a kernel that trusted a user
+/// pointer would: the bug SMAP exists to catch, and the report must say so.
+fn smap_violation() -> TestResult {
+    const USER_PAGE: u64 = 0x5000_0000;
+    let kernel_root = x86_64::PhysAddr::new(tlb::system().kernel_address_space().root());
+    let space = require_ok!(AddressSpace::new(kernel_root).map_err(|_| "out of frames"));
+    require_ok!(
+        space
+            .load_region(USER_PAGE, PAGE_SIZE, prot::READ, &[42])
+            .map_err(|errno| alloc::format!("{errno:?}"))
+    );
+    crate::arch::cpu::disable_interrupts();
+    tlb::switch_to(&space.tlb);
+    let value = crate::arch::cpu::read_to_fault(USER_PAGE);
+    panic!("the kernel read {value:#x} from user page {USER_PAGE:#x}: SMAP did not stop it");
 }
 
 fn hangs() -> TestResult {
