@@ -40,6 +40,19 @@ pub fn dispatch(frame: &mut TrapFrame) {
         frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8, frame.r9,
     ];
     let result = match Syscall::from_number(frame.rax) {
+        // `exit_current` never returns, so this frame's references to the
+        // thread and the process must go first: kept, they would keep both
+        // (and the thread's kernel stack) alive forever.
+        Some(Syscall::Exit) => {
+            let code = args[0] as i32;
+            process.kill(code);
+            drop((me, process));
+            sched::exit_current(i64::from(code))
+        }
+        Some(Syscall::ThreadExit) => {
+            drop((me, process));
+            sched::exit_current(args[0] as i64)
+        }
         Some(call) => handle(call, args, &me, &process),
         None => Err(Errno::NoSys),
     };
@@ -67,10 +80,6 @@ fn handle(
             crate::print!("{}", String::from_utf8_lossy(&bytes));
             Ok(len)
         }
-        Syscall::Exit => {
-            process.kill(a0 as i32);
-            sched::exit_current(i64::from(a0 as i32))
-        }
         Syscall::ThreadSpawn => {
             let (entry, stack_top) = (a0, a1);
             if entry >= abi::USER_END || !(abi::PAGE_SIZE..=abi::USER_END).contains(&stack_top) {
@@ -81,9 +90,7 @@ fn handle(
             }
             // As if `entry` had been called: the return-address slot below
             // a 16-byte aligned top.
-            let thread = process
-                .start_thread(entry, stack_top - 8, a2, 0, abi::ANY_CPU)
-                .ok_or(Errno::Again)?;
+            let thread = process.start_thread(entry, stack_top - 8, a2, 0, abi::ANY_CPU)?;
             Ok(thread.tid)
         }
         Syscall::ThreadJoin => {
@@ -95,7 +102,6 @@ fn handle(
             process.forget_thread(a0);
             Ok(value as u64)
         }
-        Syscall::ThreadExit => sched::exit_current(a0 as i64),
         Syscall::Yield => {
             sched::yield_now();
             Ok(0)
@@ -163,5 +169,6 @@ fn handle(
             Ok(len as u64)
         }
         Syscall::GetPid => Ok(process.pid),
+        Syscall::Exit | Syscall::ThreadExit => unreachable!("`dispatch` ends the thread itself"),
     }
 }

@@ -11,8 +11,13 @@ use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use spin::Mutex;
 
+use abi::Errno;
+
 use super::process::Process;
-use crate::arch::context::{self, ThreadStart};
+use crate::{
+    arch::context::{self, ThreadStart},
+    memory::heap,
+};
 
 /// Kernel stack size of every thread.
 const KERNEL_STACK_SIZE: usize = 32 * 1024;
@@ -84,11 +89,21 @@ impl Thread {
         })
     }
 
-    /// A new thread that starts as `start` says once scheduled.
-    pub fn new(process: Option<Arc<Process>>, start: ThreadStart) -> Arc<Self> {
+    /// A new kernel thread that starts as `start` says once scheduled.
+    pub fn new_kernel(start: ThreadStart) -> Arc<Self> {
         let mut stack = vec![0u64; KERNEL_STACK_SIZE / 8].into_boxed_slice();
         let rsp = context::prepare_stack(&mut stack, start);
-        Self::with_stack(process, Some(stack), rsp)
+        Self::with_stack(None, Some(stack), rsp)
+    }
+
+    /// A new thread of `process` that starts as `start` says once
+    /// scheduled. Its kernel stack is an allocation the program caused, so
+    /// it comes out of the programs' heap budget: `NoMem` when that is spent
+    /// (see [`crate::memory::heap`]).
+    pub fn new_user(process: Arc<Process>, start: ThreadStart) -> Result<Arc<Self>, Errno> {
+        let mut stack = heap::try_zeroed_vec::<u64>(KERNEL_STACK_SIZE / 8)?.into_boxed_slice();
+        let rsp = context::prepare_stack(&mut stack, start);
+        Ok(Self::with_stack(Some(process), Some(stack), rsp))
     }
 
     /// The thread object for the context already running on this CPU.
