@@ -65,13 +65,19 @@ fn panicking_test_is_reported_with_message_and_location() {
     assert_backtrace_names(&run, &["kernel::ktest::selfcheck::panics+0x"]);
 }
 
-/// Checks that the crash report's backtrace has a line naming each of
-/// `functions`, in that order (innermost first).
+/// Checks that the crash report's backtrace (the first after the `FATAL`
+/// line) has a line naming each of `functions`, in that order (innermost
+/// first).
 fn assert_backtrace_names(run: &Run, functions: &[&str]) {
-    let start = run
+    let fatal = run
         .serial
         .iter()
+        .position(|line| line.starts_with("FATAL"))
+        .unwrap_or_else(|| panic!("no crash report\n{}", run.describe()));
+    let start = run.serial[fatal..]
+        .iter()
         .position(|line| line == "backtrace (innermost first):")
+        .map(|offset| fatal + offset)
         .unwrap_or_else(|| panic!("no backtrace in the report\n{}", run.describe()));
     let frames: Vec<&String> = run.serial[start + 1..]
         .iter()
@@ -134,6 +140,39 @@ fn kernel_read_of_a_user_page_is_stopped_by_smap_and_explained() {
         "{reason}"
     );
     assert_backtrace_names(&run, &["kernel::ktest::selfcheck::smap_violation+0x"]);
+}
+
+/// A CPU that spins with interrupts off never answers a TLB shootdown: the
+/// initiator must name it (and an NMI make it say where it spins) and end
+/// the run with the failure status instead of waiting forever.
+#[test]
+fn cpu_that_stops_answering_ipis_is_reported_not_waited_for() {
+    let run = boot(
+        QemuConfig::default()
+            .cpus(2)
+            .cmdline("test=harness::stuck_cpu")
+            .timeout(Duration::from_secs(120))
+            .stall_timeout(Duration::from_secs(60)),
+    );
+    assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
+    let reason = failure_reason(&run, "harness::stuck_cpu");
+    assert!(
+        reason.contains("TLB shootdown not acknowledged: cpu 1 did not answer a cross-call IPI"),
+        "{reason}"
+    );
+    assert!(
+        run.printed("cpu 1 did not answer a cross-call; an NMI found it at rip 0x")
+            && run.printed("(kernel::ktest::selfcheck::spin_with_interrupts_off+0x"),
+        "no NMI report from the stuck CPU\n{}",
+        run.describe()
+    );
+    assert_backtrace_names(
+        &run,
+        &[
+            "kernel::tlb::flush_range+0x",
+            "kernel::ktest::selfcheck::stuck_cpu+0x",
+        ],
+    );
 }
 
 #[test]

@@ -20,6 +20,7 @@
 //! byte earlier, inside the call.
 
 use crate::{
+    UPPER_HALF_START,
     arch::{
         serial::write_emergency,
         stack_walk::{self, WalkEnd},
@@ -55,6 +56,11 @@ pub fn print(rip: u64, rbp: u64) {
             "  (end: {} frames walked, more not)\n",
             stack_walk::MAX_FRAMES
         )),
+        WalkEnd::BadFramePointer(frame) if frame < UPPER_HALF_START => {
+            write_emergency(format_args!(
+                "  (end: frame pointer {frame:#x} is ring 3's: the kernel was entered from user mode)\n"
+            ))
+        }
         WalkEnd::BadFramePointer(frame) => write_emergency(format_args!(
             "  (end: frame pointer {frame:#x} is not on a kernel stack)\n"
         )),

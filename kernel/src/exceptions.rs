@@ -4,12 +4,14 @@
 //! every one is a bug, and the most useful thing to do is to say exactly what
 //! happened (which exception, the error code decoded, the faulting address for
 //! a page fault, whether SMEP and SMAP were on, every register, the
-//! backtrace) and end the run as a failure. The one exception is a *probe*
-//! ([`crate::arch::probe`]): an access the tests make on purpose to see it
-//! fault.
+//! backtrace) and end the run as a failure. Two exceptions to that: a
+//! *probe* ([`crate::arch::probe`]), an access the tests make on purpose to
+//! see it fault; and the NMI another CPU sends to ask a CPU that does not
+//! answer its IPIs where it is stuck ([`crate::arch::ipi`]).
 
-use crate::arch::{cpu, probe, protection, serial::write_emergency, trap::TrapFrame};
+use crate::arch::{cpu, ipi, percpu, probe, protection, serial::write_emergency, trap::TrapFrame};
 
+const NMI: u64 = 2;
 const PAGE_FAULT: u64 = 14;
 /// The end of the lower (user) half of the address space.
 const LOWER_HALF_END: u64 = 0x0000_8000_0000_0000;
@@ -61,6 +63,9 @@ const NAMES: [&str; 32] = [
 /// to the process's fault handler; in the kernel every one is fatal.
 pub fn handle(frame: &mut TrapFrame) {
     let name = NAMES[frame.vector as usize];
+    if frame.vector == NMI && ipi::answer_where_stuck(|| report_where_stuck(frame)) {
+        return;
+    }
     if frame.interrupted_user() {
         return crate::task::fault::handle(frame, name);
     }
@@ -90,6 +95,34 @@ pub fn handle(frame: &mut TrapFrame) {
         ),
         Some(frame),
     )
+}
+
+/// The answer of a CPU that did not answer a cross-call and was sent an
+/// NMI to ask where it is (see [`crate::arch::ipi`]): where the NMI found
+/// it, and how it got there.
+fn report_where_stuck(frame: &TrapFrame) {
+    const INTERRUPTS_ENABLED: u64 = 1 << 9;
+    let symbol = crate::symbols::lookup(frame.rip);
+    write_emergency(format_args!(
+        "\ncpu {} did not answer a cross-call; an NMI found it at rip {:#x} ({}) with interrupts {}\n",
+        percpu::current().index,
+        frame.rip,
+        DisplayOption(symbol),
+        on_off(frame.rflags & INTERRUPTS_ENABLED != 0),
+    ));
+    crate::backtrace::print(frame.rip, frame.rbp);
+}
+
+/// Shows `Some(x)` as `x` and `None` as `?`.
+struct DisplayOption<T>(Option<T>);
+
+impl<T: core::fmt::Display> core::fmt::Display for DisplayOption<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match &self.0 {
+            Some(value) => value.fmt(f),
+            None => f.write_str("?"),
+        }
+    }
 }
 
 fn on_off(on: bool) -> &'static str {

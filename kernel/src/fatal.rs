@@ -7,9 +7,10 @@
 //! with the failure status. Nothing here waits for another CPU, so a fatal
 //! error can never turn into a hang.
 //!
-//! A kernel bug ([`stop`]) is reported with the CPU, the registers and a
-//! symbolized backtrace ([`crate::backtrace`]); input the kernel cannot boot
-//! with ([`reject`]) needs only its message.
+//! A kernel bug ([`stop`]) is reported with the CPU, the registers, a
+//! symbolized backtrace ([`crate::backtrace`]) and the last system call each
+//! CPU started (what a fuzzer needs to replay the crash); input the kernel
+//! cannot boot with ([`reject`]) needs only its message.
 
 use core::{
     fmt,
@@ -49,6 +50,7 @@ pub fn stop(what: fmt::Arguments<'_>, frame: Option<&TrapFrame>) -> ! {
             crate::backtrace::print(rip, rbp);
         }
     }
+    crate::task::syscall::print_last_calls();
     finish(what)
 }
 

@@ -9,10 +9,11 @@
 //!
 //! The walk runs while the kernel reports a crash, when the stack may be
 //! the very thing that is broken, so it must never fault: it stops at a
-//! frame pointer that is zero (a thread's first frame), misaligned, outside
-//! the kernel half, not mapped (checked through the page tables before each
-//! read), or not above the previous one (stacks grow down, so callers'
-//! frames are always higher), and after [`MAX_FRAMES`].
+//! frame pointer that is zero or saves a zero (a thread's first frame:
+//! threads start with RBP = 0), misaligned, outside the kernel half, not
+//! mapped (checked through the page tables before each read), or not above
+//! the previous one (stacks grow down, so callers' frames are always
+//! higher), and after [`MAX_FRAMES`].
 
 use core::arch::asm;
 
@@ -62,12 +63,14 @@ pub fn walk(mut frame: u64, mut visit: impl FnMut(u64)) -> WalkEnd {
         let Some((caller_frame, return_address)) = read_record(frame) else {
             return WalkEnd::BadFramePointer(frame);
         };
-        if return_address == 0 {
+        // A saved RBP of 0 marks a thread's first function, which was
+        // entered by a jump, not called: its "return address" is whatever
+        // lay on the new stack.
+        if caller_frame == 0 || return_address == 0 {
             return WalkEnd::Outermost;
         }
         visit(return_address);
-        if caller_frame != 0 && (caller_frame <= frame || caller_frame - frame > MAX_FRAME_DISTANCE)
-        {
+        if caller_frame <= frame || caller_frame - frame > MAX_FRAME_DISTANCE {
             return WalkEnd::BadFramePointer(caller_frame);
         }
         frame = caller_frame;

@@ -8,7 +8,7 @@
 //! in `rax`, never a kernel panic.
 
 use alloc::{string::String, sync::Arc};
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use abi::{Errno, Syscall, map};
 
@@ -26,6 +26,56 @@ const MAX_ARGS: u64 = 4096;
 
 type SyscallResult = Result<u64, Errno>;
 
+/// The last system call each CPU started (one per CPU, in its `PerCpu`),
+/// for crash reports: when hostile input brings the kernel down, the report
+/// names the call. Written with relaxed stores on every call; read only on
+/// the fatal path, where a torn record is still better than none.
+#[derive(Default)]
+pub struct LastCall {
+    /// Process id (0: no call yet), thread id, number, first four arguments.
+    words: [AtomicU64; 7],
+}
+
+impl LastCall {
+    fn record(&self, pid: u64, tid: u64, number: u64, args: &[u64; 6]) {
+        let values = [pid, tid, number, args[0], args[1], args[2], args[3]];
+        for (word, value) in self.words.iter().zip(values) {
+            word.store(value, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Prints each CPU's [`LastCall`], if any CPU made one. Never blocks.
+pub fn print_last_calls() {
+    let mut header = false;
+    for (index, cpu) in smp::online()
+        .iter()
+        .filter_map(|index| Some((index, smp::cpu(index)?)))
+    {
+        let [pid, tid, number, a0, a1, a2, a3] = cpu
+            .last_syscall
+            .words
+            .each_ref()
+            .map(|word| word.load(Ordering::Relaxed));
+        if pid == 0 {
+            continue;
+        }
+        if !header {
+            arch::serial::write_emergency(format_args!("last system call started on each CPU:\n"));
+            header = true;
+        }
+        let args = format_args!("({a0:#x}, {a1:#x}, {a2:#x}, {a3:#x})");
+        match Syscall::from_number(number) {
+            Some(call) => arch::serial::write_emergency(format_args!(
+                "  cpu {index}: pid {pid} thread {tid}: {call:?}{args}\n"
+            )),
+            None => arch::serial::write_emergency(format_args!(
+                "  cpu {index}: pid {pid} thread {tid}: unknown system call {number}{args}\n"
+            )),
+        }
+    }
+}
+
 /// Handles the system call in `frame` (entered with interrupts off) and
 /// stores its result in `frame.rax`.
 pub fn dispatch(frame: &mut TrapFrame) {
@@ -39,6 +89,9 @@ pub fn dispatch(frame: &mut TrapFrame) {
     let args = [
         frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8, frame.r9,
     ];
+    percpu::current()
+        .last_syscall
+        .record(process.pid, me.tid, frame.rax, &args);
     let result = match Syscall::from_number(frame.rax) {
         // `exit_current` never returns, so this frame's references to the
         // thread and the process must go first: kept, they would keep both
