@@ -58,7 +58,7 @@ pub fn print(rip: u64, rbp: u64) {
         )),
         WalkEnd::BadFramePointer(frame) if frame < UPPER_HALF_START => {
             write_emergency(format_args!(
-                "  (end: frame pointer {frame:#x} is ring 3's: the kernel was entered from user mode)\n"
+                "  (end: frame pointer {frame:#x} is a user address: the kernel was entered from ring 3 here)\n"
             ))
         }
         WalkEnd::BadFramePointer(frame) => write_emergency(format_args!(
