@@ -8,7 +8,10 @@
 //! in `rax`, never a kernel panic.
 
 use alloc::{string::String, sync::Arc};
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::{
+    fmt::Write as _,
+    sync::atomic::{AtomicU64, Ordering},
+};
 
 use abi::{Errno, Syscall, map};
 
@@ -42,6 +45,23 @@ impl LastCall {
         for (word, value) in self.words.iter().zip(values) {
             word.store(value, Ordering::Relaxed);
         }
+    }
+}
+
+/// Shows bytes as UTF-8, each invalid sequence as U+FFFD, without the
+/// allocation `String::from_utf8_lossy` makes for invalid input (up to three
+/// times the input: a cost a program could choose).
+struct Lossy<'a>(&'a [u8]);
+
+impl core::fmt::Display for Lossy<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        for chunk in self.0.utf8_chunks() {
+            f.write_str(chunk.valid())?;
+            if !chunk.invalid().is_empty() {
+                f.write_char(char::REPLACEMENT_CHARACTER)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -130,7 +150,7 @@ fn handle(
             // Like Linux, a long write is a short write.
             let len = a1.min(MAX_WRITE);
             let bytes = space.copy_in(a0, len as usize)?;
-            crate::print!("{}", String::from_utf8_lossy(&bytes));
+            crate::print!("{}", Lossy(&bytes));
             Ok(len)
         }
         Syscall::ThreadSpawn => {
