@@ -190,6 +190,10 @@ pub const MAX_THREADS: usize = 64;
 /// [`Errno::NoMem`], as Linux does beyond `vm.max_map_count`.
 pub const MAX_REGIONS: usize = 1024;
 
+/// How many pages swap holds (16 MiB); `madvise(PAGEOUT)` beyond that
+/// leaves the rest resident and fails with [`Errno::NoSpc`].
+pub const SWAP_SLOTS: usize = 4096;
+
 /// The TLB counters `tlb_stats` copies, in order, one `u64` each: totals
 /// over all CPUs since boot. What each one counts is documented in the `mm`
 /// crate (`Counters`); the kernel checks at test time that this list matches.

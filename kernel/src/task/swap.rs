@@ -21,7 +21,9 @@ use spin::Mutex;
 use crate::memory::heap;
 
 /// Swap capacity: 16 MiB.
-pub const SLOTS: usize = 4096;
+const SLOTS: usize = abi::SWAP_SLOTS;
+// Free slots are kept as `u16`s.
+const _: () = assert!(SLOTS <= 1 << 16);
 
 struct SwapArea {
     /// Slot contents, one page each while the slot is in use.

@@ -35,7 +35,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use user::{
     Errno,
-    abi::{MAX_PROCESSES, MAX_THREADS, PAGE_SIZE, advice, prot},
+    abi::{MAX_PROCESSES, MAX_THREADS, PAGE_SIZE, SWAP_SLOTS, advice, prot},
     println, sys, thread,
 };
 
@@ -53,8 +53,6 @@ const GUARD_ROUNDS: u32 = 10_000;
 const GUARD_DATA_PAGES: usize = 16;
 /// Hog processes the `heap` case starts.
 const THREAD_HOGS: usize = 4;
-/// The swap area's slots (`SLOTS` in the kernel's `task/swap.rs`).
-const SWAP_SLOTS: usize = 4096;
 
 fn main(args: &str) -> i32 {
     let mut words = args.split_whitespace();
