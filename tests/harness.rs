@@ -2,8 +2,9 @@
 //!
 //! The harness must turn every way a kernel test can go wrong into a visible
 //! failure: a failed check, a panic, a CPU exception and a hang each boot the
-//! kernel with one deliberately broken test selected. The boot path must
-//! reject bad command lines with a message, and must boot on the
+//! kernel with one deliberately broken test selected; a panic or kernel
+//! fault must also print a backtrace naming the failing function. The boot
+//! path must reject bad command lines with a message, and must boot on the
 //! configurations a student is likely to try (UEFI, small and large memory).
 
 use std::time::Duration;
@@ -61,6 +62,40 @@ fn panicking_test_is_reported_with_message_and_location() {
     );
     assert!(reason.contains("deliberate panic in a test"), "{reason}");
     assert_eq!(run.test_report().summary, Some((0, 1)));
+    assert_backtrace_names(&run, &["kernel::ktest::selfcheck::panics+0x"]);
+}
+
+/// Checks that the crash report's backtrace (the first after the `FATAL`
+/// line) has a line naming each of `functions`, in that order (innermost
+/// first).
+fn assert_backtrace_names(run: &Run, functions: &[&str]) {
+    let fatal = run
+        .serial
+        .iter()
+        .position(|line| line.starts_with("FATAL"))
+        .unwrap_or_else(|| panic!("no crash report\n{}", run.describe()));
+    let start = run.serial[fatal..]
+        .iter()
+        .position(|line| line == "backtrace (innermost first):")
+        .map(|offset| fatal + offset)
+        .unwrap_or_else(|| panic!("no backtrace in the report\n{}", run.describe()));
+    let frames: Vec<&String> = run.serial[start + 1..]
+        .iter()
+        .take_while(|line| line.starts_with("  #") || line.starts_with("  ..."))
+        .collect();
+    let mut position = 0;
+    for function in functions {
+        match frames[position..]
+            .iter()
+            .position(|line| line.contains(function))
+        {
+            Some(found) => position += found + 1,
+            None => panic!(
+                "the backtrace does not name {function} (after the frames before it)\n{}",
+                run.describe()
+            ),
+        }
+    }
 }
 
 #[test]
@@ -82,6 +117,61 @@ fn page_fault_in_a_test_prints_registers_and_fails() {
         run.printed("  rax 0x"),
         "no register dump:\n{}",
         run.describe()
+    );
+    assert_backtrace_names(
+        &run,
+        &[
+            "kernel::arch::cpu::read_to_fault+0x",
+            "kernel::ktest::selfcheck::page_fault+0x",
+            "kernel::ktest::run+0x",
+        ],
+    );
+}
+
+#[test]
+fn kernel_read_of_a_user_page_is_stopped_by_smap_and_explained() {
+    let run = boot_cmdline("test=harness::smap_violation");
+    assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
+    let reason = failure_reason(&run, "harness::smap_violation");
+    assert!(
+        reason.contains(
+            "kernel read from 0x50000000 (SMAP: the kernel may not touch user pages); SMEP on, SMAP on"
+        ),
+        "{reason}"
+    );
+    assert_backtrace_names(&run, &["kernel::ktest::selfcheck::smap_violation+0x"]);
+}
+
+/// A CPU that spins with interrupts off never answers a TLB shootdown: the
+/// initiator must name it (and an NMI make it say where it spins) and end
+/// the run with the failure status instead of waiting forever.
+#[test]
+fn cpu_that_stops_answering_ipis_is_reported_not_waited_for() {
+    let run = boot(
+        QemuConfig::default()
+            .cpus(2)
+            .cmdline("test=harness::stuck_cpu")
+            .timeout(Duration::from_secs(120))
+            .stall_timeout(Duration::from_secs(60)),
+    );
+    assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
+    let reason = failure_reason(&run, "harness::stuck_cpu");
+    assert!(
+        reason.contains("TLB shootdown not acknowledged: cpu 1 did not answer a cross-call IPI"),
+        "{reason}"
+    );
+    assert!(
+        run.printed("cpu 1 did not answer a cross-call; an NMI found it at rip 0x")
+            && run.printed("(kernel::ktest::selfcheck::spin_with_interrupts_off+0x"),
+        "no NMI report from the stuck CPU\n{}",
+        run.describe()
+    );
+    assert_backtrace_names(
+        &run,
+        &[
+            "kernel::tlb::flush_range+0x",
+            "kernel::ktest::selfcheck::stuck_cpu+0x",
+        ],
     );
 }
 
@@ -259,6 +349,15 @@ fn stack_overflow_reaches_the_double_fault_handler() {
     assert!(
         run.printed("vector 8"),
         "no register dump:\n{}",
+        run.describe()
+    );
+    assert_backtrace_names(
+        &run,
+        &["kernel::ktest::selfcheck::stack_overflow::recurse+0x"],
+    );
+    assert!(
+        run.printed("  ... the same return address "),
+        "the recursion was not summarised:\n{}",
         run.describe()
     );
 }

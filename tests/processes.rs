@@ -68,7 +68,10 @@ fn bad_system_call_arguments_return_errors() {
 #[test]
 fn faulting_programs_are_killed_with_a_report() {
     let cases = [
-        ("kernel-read", "read at 0xffff800000000000 (no mapping)"),
+        (
+            "kernel-read",
+            "read at 0xffffffff80000000 (kernel memory: present, but supervisor-only)",
+        ),
         ("null", "read at 0x0 (no mapping)"),
         ("write-ro", "(protection violation)"),
         ("exec-data", "execute at"),
@@ -101,6 +104,10 @@ fn every_system_call_succeeds_when_used_right() {
     assert_exit(&run, "syscalls", 0);
 }
 
+/// Each forbidden access (kernel memory read, written or executed, a
+/// read-only page written, a data page executed, another process's address
+/// read) kills only its process, while two guards with private data at one
+/// address keep running and find their data intact.
 #[test]
 fn faults_kill_only_the_faulting_process() {
     let run = exec(4, "isolation");
@@ -109,10 +116,50 @@ fn faults_kill_only_the_faulting_process() {
             .iter()
             .filter(|line| line.contains(") killed: thread"))
             .count(),
-        3,
+        6,
         "{}",
         run.describe()
     );
+    let reports = [
+        (
+            "kernel-read",
+            "read at 0xffffffff80000000 (kernel memory: present, but supervisor-only)",
+        ),
+        (
+            "kernel-write",
+            "write at 0xffffffff80000000 (kernel memory: present, but supervisor-only)",
+        ),
+        (
+            "kernel-exec",
+            "execute at 0xffffffff80000000 (kernel memory: present, but supervisor-only)",
+        ),
+        ("write-ro", "(protection violation)"),
+        ("exec-data", "(protection violation)"),
+        ("peek", "read at 0x200000000000 (no mapping)"),
+    ];
+    for (mode, report) in reports {
+        assert!(
+            run.printed(&format!(
+                "isolation: fault {mode} exited with 139, as expected"
+            )),
+            "{mode}\n{}",
+            run.describe()
+        );
+        assert!(
+            run.printed(report),
+            "{mode}: expected '{report}'\n{}",
+            run.describe()
+        );
+    }
+    for guard in ["guard 170", "guard 85"] {
+        assert!(
+            run.printed(&format!(
+                "isolation: isolation {guard} exited with 0, as expected"
+            )),
+            "{guard}\n{}",
+            run.describe()
+        );
+    }
     assert!(
         run.printed("isolation: 0 unexpected outcomes"),
         "{}",

@@ -176,6 +176,24 @@ pub const USER_IMAGE_BASE: u64 = 0x40_0000;
 /// One past the highest user address (the lower canonical half).
 pub const USER_END: u64 = 0x0000_8000_0000_0000;
 
+/// Most processes that may exist at once, zombies (ended, not yet waited
+/// for) included; `spawn` beyond that fails with [`Errno::Again`].
+pub const MAX_PROCESSES: usize = 64;
+
+/// Most threads one process may have at once, its first thread and threads
+/// that have ended but were not joined included; `thread_spawn` beyond that
+/// fails with [`Errno::Again`].
+pub const MAX_THREADS: usize = 64;
+
+/// Most regions (mappings with one protection) one process may have;
+/// `mmap`, `mprotect` or `munmap` that could need more fails with
+/// [`Errno::NoMem`], as Linux does beyond `vm.max_map_count`.
+pub const MAX_REGIONS: usize = 1024;
+
+/// How many pages swap holds (16 MiB); `madvise(PAGEOUT)` beyond that
+/// leaves the rest resident and fails with [`Errno::NoSpc`].
+pub const SWAP_SLOTS: usize = 4096;
+
 /// The TLB counters `tlb_stats` copies, in order, one `u64` each: totals
 /// over all CPUs since boot. What each one counts is documented in the `mm`
 /// crate (`Counters`); the kernel checks at test time that this list matches.

@@ -2,7 +2,7 @@
 
 use std::{process::ExitCode, time::Duration};
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 
 use crate::qemu::{self, Accelerator, Firmware, Outcome, QemuConfig};
 
@@ -11,8 +11,10 @@ use crate::qemu::{self, Accelerator, Firmware, Outcome, QemuConfig};
 /// Everything after the options is the kernel command line, for example
 /// `cargo run -- --smp 2 test=frames` or `cargo run -- run=list`.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version, about, args_conflicts_with_subcommands = true)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Number of CPUs.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
     smp: u32,
@@ -41,6 +43,11 @@ struct Args {
     kernel_options: Vec<String>,
 }
 
+#[derive(Debug, Subcommand)]
+enum Command {
+    Fuzz(crate::fuzz::FuzzArgs),
+}
+
 /// Accepts a number with an optional K, M or G suffix, as QEMU's `-m` does.
 fn parse_memory(text: &str) -> Result<String, String> {
     let digits = text
@@ -54,6 +61,9 @@ fn parse_memory(text: &str) -> Result<String, String> {
 
 pub fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(Command::Fuzz(fuzz)) = args.command {
+        return crate::fuzz::main(fuzz);
+    }
     let config = QemuConfig {
         cpus: args.smp,
         cpu_model: args.cpu,

@@ -1,8 +1,11 @@
-//! The boot banner: what kernel this is, what CPU it found, which TLB
-//! features that CPU offers, and what memory it has.
+//! The boot banner: what kernel this is, what CPU it found, which TLB (and
+//! user-page protection) features that CPU offers, and what memory it has.
 
 use crate::{
-    arch::apic::ApicMode, cpu_features::CpuFeatures, memory::MemorySummary, println,
+    arch::{apic::ApicMode, protection},
+    cpu_features::CpuFeatures,
+    memory::MemorySummary,
+    println,
     smp::SmpSummary,
 };
 
@@ -12,7 +15,17 @@ fn yes_no(present: bool) -> &'static str {
     if present { "yes" } else { "no" }
 }
 
-pub fn print(cpu: &CpuFeatures, memory: &MemorySummary, smp: &SmpSummary) {
+/// One banner line for SMEP or SMAP: whether the CPU has it, and whether
+/// the kernel turned it on.
+fn protection_line(name: &str, present: bool, on: bool, access: &str) {
+    match (present, on) {
+        (true, true) => println!("  {name:<8} yes  on: the kernel cannot {access} user pages"),
+        (true, false) => println!("  {name:<8} yes  off"),
+        (false, _) => println!("  {name:<8} no   the kernel could {access} user pages by mistake"),
+    }
+}
+
+pub fn print(cpu: &CpuFeatures, memory: &MemorySummary, smp: &SmpSummary, symbols: Option<usize>) {
     println!("==============================================================");
     println!(
         "shootdown {} - a teaching kernel for TLB shootdown",
@@ -53,10 +66,12 @@ pub fn print(cpu: &CpuFeatures, memory: &MemorySummary, smp: &SmpSummary) {
         "  TCE      {:<4} translation cache extension",
         yes_no(cpu.tce)
     );
-    println!(
-        "  SMEP     {:<4} SMAP {}",
-        yes_no(cpu.smep),
-        yes_no(cpu.smap)
+    protection_line("SMEP", cpu.smep, protection::smep_enabled(), "execute");
+    protection_line(
+        "SMAP",
+        cpu.smap,
+        protection::smap_enabled(),
+        "read or write",
     );
     println!(
         "memory: {} MiB usable in {} of {} regions, RAM ends at {:#x}, bootloader uses {} KiB",
@@ -90,6 +105,10 @@ pub fn print(cpu: &CpuFeatures, memory: &MemorySummary, smp: &SmpSummary) {
         smp.apic_timer_hz / 1_000_000,
         crate::smp::timer::TICK_HZ
     );
+    match symbols {
+        Some(count) => println!("symbols: {count} in the kernel's symbol table, for backtraces"),
+        None => println!("symbols: none found; backtraces show bare addresses"),
+    }
     if let Some(initrd) = crate::initrd::get() {
         let names: alloc::vec::Vec<&str> = initrd.names().collect();
         println!(

@@ -332,19 +332,19 @@ impl<'a> Elf<'a> {
     }
 }
 
-// Field readers for headers whose length was checked: `at` plus the field's
-// size is within `bytes` (64 for the file header, 56 for a program header).
-// A short slice reads as zeros rather than panicking.
+// Little-endian field readers for ELF structures (here and in
+// `crate::symbols`). Callers check lengths first; a short slice still reads
+// as zeros rather than panicking.
 
-fn u16_at(bytes: &[u8], at: usize) -> u16 {
+pub(crate) fn u16_at(bytes: &[u8], at: usize) -> u16 {
     u16::from_le_bytes(field(bytes, at))
 }
 
-fn u32_at(bytes: &[u8], at: usize) -> u32 {
+pub(crate) fn u32_at(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(field(bytes, at))
 }
 
-fn u64_at(bytes: &[u8], at: usize) -> u64 {
+pub(crate) fn u64_at(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(field(bytes, at))
 }
 

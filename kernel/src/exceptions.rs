@@ -3,11 +3,25 @@
 //! A kernel that is still being built has no exception it can recover from:
 //! every one is a bug, and the most useful thing to do is to say exactly what
 //! happened (which exception, the error code decoded, the faulting address for
-//! a page fault, every register) and end the run as a failure.
+//! a page fault, whether SMEP and SMAP were on, every register, the
+//! backtrace) and end the run as a failure. Two exceptions to that: a
+//! *probe* ([`crate::arch::probe`]), an access the tests make on purpose to
+//! see it fault; and the NMI another CPU sends to ask a CPU that does not
+//! answer its IPIs where it is stuck ([`crate::arch::ipi`]).
 
-use crate::arch::{cpu, serial::write_emergency, trap::TrapFrame};
+use crate::arch::{cpu, ipi, percpu, probe, protection, serial::write_emergency, trap::TrapFrame};
 
+const NMI: u64 = 2;
 const PAGE_FAULT: u64 = 14;
+/// The end of the lower (user) half of the address space.
+const LOWER_HALF_END: u64 = 0x0000_8000_0000_0000;
+
+const PRESENT: u64 = 1 << 0;
+const WRITE: u64 = 1 << 1;
+const USER: u64 = 1 << 2;
+const RESERVED_BIT: u64 = 1 << 3;
+const INSTRUCTION_FETCH: u64 = 1 << 4;
+const PROTECTION_KEY: u64 = 1 << 5;
 
 /// The architectural names of vectors 0-31 (AMD APM vol. 2, table 8-1).
 const NAMES: [&str; 32] = [
@@ -49,19 +63,27 @@ const NAMES: [&str; 32] = [
 /// to the process's fault handler; in the kernel every one is fatal.
 pub fn handle(frame: &mut TrapFrame) {
     let name = NAMES[frame.vector as usize];
+    if frame.vector == NMI && ipi::answer_where_stuck(|| report_where_stuck(frame)) {
+        return;
+    }
     if frame.interrupted_user() {
         return crate::task::fault::handle(frame, name);
     }
     if frame.vector == PAGE_FAULT {
+        if probe::recover(frame) {
+            return;
+        }
         let address = cpu::page_fault_address();
         crate::fatal::stop(
             format_args!(
-                "{name} at rip {:#x}: {} {} {:#x} ({})",
+                "{name} at rip {:#x}: {} {} {:#x} ({}); SMEP {}, SMAP {}",
                 frame.rip,
                 privilege(frame.error_code),
                 access_kind(frame.error_code),
                 address,
-                page_fault_cause(frame.error_code),
+                page_fault_cause(frame.error_code, address),
+                on_off(protection::smep_enabled()),
+                on_off(protection::smap_enabled()),
             ),
             Some(frame),
         )
@@ -75,10 +97,40 @@ pub fn handle(frame: &mut TrapFrame) {
     )
 }
 
+/// The answer of a CPU that did not answer a cross-call and was sent an
+/// NMI to ask where it is (see [`crate::arch::ipi`]): where the NMI found
+/// it, and how it got there.
+fn report_where_stuck(frame: &TrapFrame) {
+    const INTERRUPTS_ENABLED: u64 = 1 << 9;
+    let symbol = crate::symbols::lookup(frame.rip);
+    write_emergency(format_args!(
+        "\ncpu {} did not answer a cross-call; an NMI found it at rip {:#x} ({}) with interrupts {}\n",
+        percpu::current().index,
+        frame.rip,
+        DisplayOption(symbol),
+        on_off(frame.rflags & INTERRUPTS_ENABLED != 0),
+    ));
+    crate::backtrace::print(frame.rip, frame.rbp);
+}
+
+/// Shows `Some(x)` as `x` and `None` as `?`.
+struct DisplayOption<T>(Option<T>);
+
+impl<T: core::fmt::Display> core::fmt::Display for DisplayOption<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match &self.0 {
+            Some(value) => value.fmt(f),
+            None => f.write_str("?"),
+        }
+    }
+}
+
+fn on_off(on: bool) -> &'static str {
+    if on { "on" } else { "off" }
+}
+
 /// What the faulting access tried to do, from the page-fault error code.
 fn access_kind(error_code: u64) -> &'static str {
-    const WRITE: u64 = 1 << 1;
-    const INSTRUCTION_FETCH: u64 = 1 << 4;
     if error_code & INSTRUCTION_FETCH != 0 {
         "instruction fetch from"
     } else if error_code & WRITE != 0 {
@@ -90,7 +142,6 @@ fn access_kind(error_code: u64) -> &'static str {
 
 /// Which privilege level made the faulting access.
 fn privilege(error_code: u64) -> &'static str {
-    const USER: u64 = 1 << 2;
     if error_code & USER != 0 {
         "user"
     } else {
@@ -98,17 +149,22 @@ fn privilege(error_code: u64) -> &'static str {
     }
 }
 
-/// Why the access faulted, from the page-fault error code.
-fn page_fault_cause(error_code: u64) -> &'static str {
-    const PRESENT: u64 = 1 << 0;
-    const RESERVED_BIT: u64 = 1 << 3;
-    const PROTECTION_KEY: u64 = 1 << 5;
+/// Why the access to `address` faulted, from the page-fault error code. A
+/// kernel access to a present user page can only have been refused by SMEP
+/// (an instruction fetch) or SMAP (a read or write).
+fn page_fault_cause(error_code: u64, address: u64) -> &'static str {
+    let kernel_touched_user_page =
+        error_code & (PRESENT | USER) == PRESENT && address < LOWER_HALF_END;
     if error_code & RESERVED_BIT != 0 {
         "reserved bit set in a page-table entry"
     } else if error_code & PROTECTION_KEY != 0 {
         "protection-key violation"
     } else if error_code & PRESENT == 0 {
         "page not present"
+    } else if kernel_touched_user_page && error_code & INSTRUCTION_FETCH != 0 {
+        "SMEP: the kernel may not execute user pages"
+    } else if kernel_touched_user_page {
+        "SMAP: the kernel may not touch user pages"
     } else {
         "protection violation"
     }

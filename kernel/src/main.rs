@@ -10,7 +10,8 @@
 //! - [`memory`]: frame allocator and heap;
 //! - [`acpi`], [`smp`], [`time`], [`interrupts`]: finding and starting
 //!   the other CPUs, the clock and tick, and cross-CPU calls;
-//! - [`exceptions`] and [`fatal`]: how faults and panics are reported;
+//! - [`exceptions`], [`fatal`], [`backtrace`] and [`symbols`]: how faults
+//!   and panics are reported, down to the names of the functions involved;
 //! - [`cmdline`]: the options, read from QEMU's fw_cfg;
 //! - [`ktest`]: the in-kernel test framework.
 //!
@@ -24,6 +25,7 @@ extern crate alloc;
 
 mod acpi;
 mod arch;
+mod backtrace;
 mod banner;
 mod cmdline;
 mod console;
@@ -38,6 +40,7 @@ mod ktest;
 mod logger;
 mod memory;
 mod smp;
+mod symbols;
 mod task;
 mod time;
 mod tlb;
@@ -83,23 +86,24 @@ fn kernel_main(boot_info: &'static mut BootInfo) -> ! {
     arch::init_boot_cpu();
 
     let memory = memory::init(boot_info)
-        .unwrap_or_else(|error| fatal::stop(format_args!("memory: {error}"), None));
+        .unwrap_or_else(|error| fatal::reject(format_args!("memory: {error}")));
     arch::paging::init()
-        .unwrap_or_else(|error| fatal::stop(format_args!("kernel page tables: {error}"), None));
-    initrd::init(boot_info)
-        .unwrap_or_else(|error| fatal::stop(format_args!("ramdisk: {error}"), None));
+        .unwrap_or_else(|error| fatal::reject(format_args!("kernel page tables: {error}")));
+    let symbol_count = arch::kernel_image::file(boot_info)
+        .and_then(|file| symbols::init(file, boot_info.kernel_image_offset));
+    initrd::init(boot_info).unwrap_or_else(|error| fatal::reject(format_args!("ramdisk: {error}")));
     let options = cmdline::load().unwrap_or_else(|error| {
-        fatal::stop(format_args!("rejected kernel command line: {error}"), None)
+        fatal::reject(format_args!("rejected kernel command line: {error}"))
     });
     logger::set_level(options.log_level);
 
     let cpu = cpu_features::CpuFeatures::detect();
     let topology = acpi::discover(boot_info.rsdp_addr.into_option())
-        .unwrap_or_else(|error| fatal::stop(format_args!("cannot find the CPUs: {error}"), None));
+        .unwrap_or_else(|error| fatal::reject(format_args!("cannot find the CPUs: {error}")));
     let smp = smp::init(&topology, &cpu, &options.tlb)
-        .unwrap_or_else(|error| fatal::stop(format_args!("smp: {error}"), None));
+        .unwrap_or_else(|error| fatal::reject(format_args!("smp: {error}")));
     let smp = SMP_SUMMARY.call_once(|| smp);
-    banner::print(&cpu, &memory, smp);
+    banner::print(&cpu, &memory, smp, symbol_count);
 
     let outcome = match options.workload {
         Workload::Demo => {
@@ -120,7 +124,7 @@ fn kernel_main(boot_info: &'static mut BootInfo) -> ! {
         Workload::Tests => match ktest::run(&options.test_filters) {
             Ok(true) => QemuExitCode::Success,
             Ok(false) => QemuExitCode::Failure,
-            Err(unmatched) => fatal::stop(format_args!("{unmatched}"), None),
+            Err(unmatched) => fatal::reject(format_args!("{unmatched}")),
         },
     };
     println!("{}", tlb::counters_line());

@@ -57,6 +57,8 @@ pub enum IpiKind {
     Init,
     /// Start the target in real mode at physical address `page << 12`.
     Startup(u8),
+    /// A non-maskable interrupt (vector 2), taken even with interrupts off.
+    Nmi,
 }
 
 impl IpiKind {
@@ -65,6 +67,7 @@ impl IpiKind {
             Self::Fixed(vector) => u32::from(vector) | ICR_LEVEL_ASSERT,
             Self::Init => (0b101 << 8) | ICR_LEVEL_ASSERT,
             Self::Startup(page) => u32::from(page) | (0b110 << 8) | ICR_LEVEL_ASSERT,
+            Self::Nmi => (0b100 << 8) | ICR_LEVEL_ASSERT,
         }
     }
 }

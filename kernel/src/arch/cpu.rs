@@ -34,13 +34,15 @@ pub fn without_interrupts<R>(f: impl FnOnce() -> R) -> R {
     interrupts::without_interrupts(f)
 }
 
-/// Reads eight bytes at `address`, which the caller expects to be unmapped,
-/// so that the read raises a page fault. Exists to test the fault path.
+/// Reads eight bytes at `address`, which the caller expects the kernel may
+/// not read (unmapped, or a user page under SMAP), so that the read raises a
+/// page fault. Exists to test the fault path.
 pub fn read_to_fault(address: u64) -> u64 {
-    // Callers pass an address with no mapping, so the read faults and
-    // the fatal path ends the run before any value is produced. Were it mapped
-    // after all, a volatile `u64` read of it yields some bit pattern (every
-    // pattern is a valid `u64`) and changes nothing.
+    // Callers pass an address the kernel may not read, so the read faults
+    // and the fatal path ends the run before any value is produced. Were it
+    // readable after all, a volatile `u64` read of it yields some bit pattern
+    // (every pattern is a valid `u64`) and changes nothing: no Rust object
+    // lives at such an address.
     // SAFETY: the read faults, or reads a valid u64 and changes nothing.
     unsafe { core::ptr::read_volatile(address as *const u64) }
 }

@@ -33,6 +33,11 @@ pub fn used_bytes() -> usize {
     without_interrupts(|| HEAP.0.lock().used())
 }
 
+/// Bytes not allocated (some may be too fragmented for a large request).
+pub fn free_bytes() -> usize {
+    without_interrupts(|| HEAP.0.lock().free())
+}
+
 // SAFETY: every method forwards to `linked_list_allocator::Heap`, which
 // implements the `GlobalAlloc` contract for the memory it was given, under a
 // lock that makes the calls exclusive.

@@ -20,7 +20,10 @@
 //!   them) takes.
 //! - **No silent hang.** A target that has not answered after
 //!   [`ANSWER_TIMEOUT`] is reported, with the CPUs that did not answer,
-//!   instead of being waited for forever.
+//!   instead of being waited for forever. Each such CPU is also sent a
+//!   non-maskable interrupt, which it takes even with interrupts off, and
+//!   prints where it is stuck: its instruction pointer and backtrace (see
+//!   `crate::exceptions`).
 //!
 //! The work runs with interrupts off on every CPU, the caller's included (as
 //! in an interrupt handler, which is where targets usually run it): it must
@@ -37,6 +40,7 @@
 use core::{fmt, sync::atomic::Ordering, time::Duration};
 
 use mm::{AtomicCpuSet, CpuSet};
+use spin::Lazy;
 
 use crate::{
     arch::{
@@ -55,6 +59,13 @@ pub const CALL_VECTOR: u8 = 0xF0;
 /// under TCG with more vCPUs than host cores an IPI can wait milliseconds
 /// for its target to be scheduled.
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a caller waits for the CPUs it asked (by NMI) where they are
+/// stuck to print their answer.
+const STUCK_REPORT_WAIT: Duration = Duration::from_millis(500);
+
+/// CPUs asked by NMI to report where they are stuck, until they have.
+static STUCK_REPORTS: Lazy<AtomicCpuSet> = Lazy::new(AtomicCpuSet::new);
 
 /// One cross-CPU call, on the caller's stack, shared with its targets.
 pub struct CrossCall<'a> {
@@ -75,10 +86,18 @@ pub struct Unanswered {
 
 impl fmt::Display for Unanswered {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let plural = if self.cpus.count() == 1 { "" } else { "s" };
+        write!(f, "cpu{plural} ")?;
+        for (index, cpu) in self.cpus.iter().enumerate() {
+            if index > 0 {
+                write!(f, ", ")?;
+            }
+            write!(f, "{cpu}")?;
+        }
         write!(
             f,
-            "CPUs {:?} did not answer a cross-call IPI within {:?}",
-            self.cpus, ANSWER_TIMEOUT
+            " did not answer a cross-call IPI within {:?}",
+            ANSWER_TIMEOUT
         )
     }
 }
@@ -145,8 +164,44 @@ pub fn call_on_within(
     if unanswered.is_empty() {
         Ok(())
     } else {
+        ask_where_stuck(&unanswered);
         Err(Unanswered { cpus: unanswered })
     }
+}
+
+/// Sends each CPU in `cpus` an NMI asking it to print where it is, and
+/// waits a little for the answers.
+fn ask_where_stuck(cpus: &CpuSet) {
+    let Ok(apic) = LocalApic::get() else {
+        return;
+    };
+    for cpu in cpus {
+        if let Some(target) = smp::cpu(cpu) {
+            STUCK_REPORTS.insert(cpu, Ordering::Release);
+            apic.send(target.apic_id, IpiKind::Nmi);
+        }
+    }
+    let deadline = Deadline::after(STUCK_REPORT_WAIT);
+    while !deadline.has_passed()
+        && !STUCK_REPORTS
+            .snapshot(Ordering::Acquire)
+            .intersection(cpus)
+            .is_empty()
+    {
+        core::hint::spin_loop();
+    }
+}
+
+/// For the NMI handler: whether this CPU was asked where it is stuck. If
+/// so, `report` prints the answer and the request is cleared.
+pub fn answer_where_stuck(report: impl FnOnce()) -> bool {
+    let me = percpu::current().index;
+    if !STUCK_REPORTS.contains(me, Ordering::Acquire) {
+        return false;
+    }
+    report();
+    STUCK_REPORTS.remove(me, Ordering::Release);
+    true
 }
 
 /// Removes `queued` from the inbox of every CPU still pending that has not

@@ -1,4 +1,4 @@
-//! Changes to the kernel's own page tables.
+//! Changes to the kernel's own page tables, and lookups in the active ones.
 //!
 //! The kernel makes two kinds of mappings of its own, each in a window of
 //! the upper half that the bootloader leaves empty:
@@ -17,6 +17,10 @@
 //! User page tables copy the kernel's PML4 slots when they are created, so
 //! both windows get their level-3 table at boot ([`init`]); later mappings
 //! below it are shared by every address space.
+//!
+//! [`translate`] answers "is this address mapped, and where?" by reading the
+//! tables through the physical-memory window, so it cannot fault: the ramdisk
+//! check and the crash reports' stack walk rely on that.
 
 use spin::Mutex;
 use x86_64::{
@@ -37,6 +41,9 @@ const MMIO_WINDOW_SIZE: u64 = 1 << 30;
 pub const STACK_WINDOW_START: u64 = 0xffff_fd80_0000_0000;
 pub const STACK_WINDOW_SIZE: u64 = 1 << 39;
 const PAGE_SIZE: u64 = 4096;
+
+/// The physical-address bits of a page-table entry.
+const ENTRY_ADDRESS_MASK: u64 = 0x000f_ffff_ffff_f000;
 
 /// The kernel's level-4 table and the MMIO bump pointer. The lock
 /// serialises every change to the kernel page tables; it is taken with
@@ -220,4 +227,38 @@ pub(super) fn unmap_stack_page(va: u64) -> Option<PhysAddr> {
         flush.ignore();
         Some(frame.start_address())
     })
+}
+
+/// The physical address `addr` maps to in the active page tables, by a walk
+/// through the physical-memory window. Never faults, whatever `addr` is, so
+/// crash reports can use it to check a pointer before following it.
+pub fn translate(addr: VirtAddr) -> Option<PhysAddr> {
+    let (top, _) = Cr3::read();
+    let mut table = top.start_address();
+    // The levels from the top; each index selects 512 entries of the
+    // level below, and a huge entry maps the rest of the address directly.
+    let levels = [
+        (addr.p4_index(), 39),
+        (addr.p3_index(), 30),
+        (addr.p2_index(), 21),
+        (addr.p1_index(), 12),
+    ];
+    for (index, shift) in levels {
+        let mut entry = [0u8; 8];
+        super::phys::read_bytes(table + u64::from(index) * 8, &mut entry);
+        let entry = u64::from_le_bytes(entry);
+        let flags = PageTableFlags::from_bits_truncate(entry);
+        if !flags.contains(PageTableFlags::PRESENT) {
+            return None;
+        }
+        let frame = entry & ENTRY_ADDRESS_MASK;
+        if shift == 12 || flags.contains(PageTableFlags::HUGE_PAGE) {
+            let offset_mask = (1u64 << shift) - 1;
+            return Some(PhysAddr::new(
+                (frame & !offset_mask) | (addr.as_u64() & offset_mask),
+            ));
+        }
+        table = PhysAddr::new(frame);
+    }
+    None
 }

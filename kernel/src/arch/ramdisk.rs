@@ -14,16 +14,13 @@
 //! for every page of the ramdisk and checks that it is mapped and that its
 //! frame lies in no `Usable` region.
 
-use bootloader_api::{
-    BootInfo,
-    info::{MemoryRegion, MemoryRegionKind},
-};
-use x86_64::{PhysAddr, VirtAddr, registers::control::Cr3, structures::paging::PageTableFlags};
+use bootloader_api::{BootInfo, info::MemoryRegion};
+use x86_64::VirtAddr;
+
+use super::paging::translate;
+use crate::memory::overlaps_usable;
 
 const PAGE_SIZE: u64 = 4096;
-
-/// The physical-address bits of a page-table entry.
-const ENTRY_ADDRESS_MASK: u64 = 0x000f_ffff_ffff_f000;
 
 /// Why the ramdisk cannot be used.
 #[derive(Debug)]
@@ -71,12 +68,7 @@ pub fn bytes(boot_info: &BootInfo) -> Result<&'static [u8], RamdiskError> {
     let mut page = addr & !(PAGE_SIZE - 1);
     while page < end {
         let phys = translate(VirtAddr::new(page)).ok_or(RamdiskError::NotMapped { addr: page })?;
-        let usable = regions.iter().any(|region| {
-            region.kind == MemoryRegionKind::Usable
-                && region.start < phys.as_u64() + PAGE_SIZE
-                && phys.as_u64() < region.end
-        });
-        if usable {
+        if overlaps_usable(regions, phys.as_u64(), phys.as_u64() + PAGE_SIZE) {
             return Err(RamdiskError::InUsableMemory {
                 addr: page,
                 phys: phys.as_u64(),
@@ -93,37 +85,4 @@ pub fn bytes(boot_info: &BootInfo) -> Result<&'static [u8], RamdiskError> {
     // wrap (checked above).
     // SAFETY: mapped, initialised memory that nothing ever writes.
     Ok(unsafe { core::slice::from_raw_parts(start, len as usize) })
-}
-
-/// The physical address `addr` maps to in the active page tables, by a walk
-/// through the physical-memory window.
-fn translate(addr: VirtAddr) -> Option<PhysAddr> {
-    let (top, _) = Cr3::read();
-    let mut table = top.start_address();
-    // The levels from the top; each index selects 512 entries of the
-    // level below, and a huge entry maps the rest of the address directly.
-    let levels = [
-        (addr.p4_index(), 39),
-        (addr.p3_index(), 30),
-        (addr.p2_index(), 21),
-        (addr.p1_index(), 12),
-    ];
-    for (index, shift) in levels {
-        let mut entry = [0u8; 8];
-        super::phys::read_bytes(table + u64::from(index) * 8, &mut entry);
-        let entry = u64::from_le_bytes(entry);
-        let flags = PageTableFlags::from_bits_truncate(entry);
-        if !flags.contains(PageTableFlags::PRESENT) {
-            return None;
-        }
-        let frame = entry & ENTRY_ADDRESS_MASK;
-        if shift == 12 || flags.contains(PageTableFlags::HUGE_PAGE) {
-            let offset_mask = (1u64 << shift) - 1;
-            return Some(PhysAddr::new(
-                (frame & !offset_mask) | (addr.as_u64() & offset_mask),
-            ));
-        }
-        table = PhysAddr::new(frame);
-    }
-    None
 }

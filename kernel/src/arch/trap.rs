@@ -70,6 +70,12 @@ global_asm!(
     ".endr",
     "",
     "trap_common:",
+    // With SMAP on, RFLAGS.AC would lift it for the kernel, and ring 3 can
+    // set AC; the CPU does not clear it on interrupts (see `protection`).
+    "cmpb $0, {smap_on}(%rip)",
+    "je 3f",
+    "clac",
+    "3:",
     // From ring 3 (CS's low bits, 24 bytes up: vector, error code, RIP, CS),
     // GS still holds the user's base: swap in the kernel's per-CPU base.
     "testb $3, 24(%rsp)",
@@ -129,6 +135,7 @@ global_asm!(
     "iretq",
     ".popsection",
     dispatch = sym trap_dispatch,
+    smap_on = sym super::protection::SMAP_ON,
     options(att_syntax)
 );
 

@@ -3,16 +3,34 @@
 //! Each of these misbehaves on purpose, so each runs only when named exactly
 //! on the command line. The host integration tests boot them one by one and
 //! check that the failure is reported: a failed check, a panic, a CPU
-//! exception, and a hang (caught by the host's timeout).
+//! exception (a page fault, a stack overflow, a read that SMAP refuses), a
+//! CPU that stops answering TLB shootdowns, and a hang (caught by the host's
+//! timeout).
+
+use core::{
+    sync::atomic::{AtomicBool, Ordering},
+    time::Duration,
+};
+
+use abi::{PAGE_SIZE, prot};
+use spin::Once;
 
 use super::{Test, TestResult};
-use crate::check_eq;
+use crate::{
+    arch::context::ThreadStart,
+    check, check_eq, require_ok, smp,
+    task::{sched, thread::Thread, vm::AddressSpace},
+    time::Deadline,
+    tlb,
+};
 
 pub const TESTS: &[Test] = &[
     Test::explicit("harness::fails", fails),
     Test::explicit("harness::panics", panics),
     Test::explicit("harness::page_fault", page_fault),
     Test::explicit("harness::stack_overflow", stack_overflow),
+    Test::explicit("harness::smap_violation", smap_violation),
+    Test::explicit("harness::stuck_cpu", stuck_cpu),
     Test::explicit("harness::hangs", hangs),
 ];
 
@@ -49,6 +67,80 @@ fn stack_overflow() -> TestResult {
     }
     let depth = recurse(0);
     panic!("recursion to depth {depth} returned instead of overflowing the stack");
+}
+
+/// Reads a present user page directly, as a kernel that trusted a user
+/// pointer would: the bug SMAP exists to catch, and the report must say so.
+fn smap_violation() -> TestResult {
+    const USER_PAGE: u64 = 0x5000_0000;
+    let kernel_root = x86_64::PhysAddr::new(tlb::system().kernel_address_space().root());
+    let space = require_ok!(AddressSpace::new(kernel_root).map_err(|_| "out of frames"));
+    require_ok!(
+        space
+            .load_region(USER_PAGE, PAGE_SIZE, prot::READ, &[42])
+            .map_err(|errno| alloc::format!("{errno:?}"))
+    );
+    crate::arch::cpu::disable_interrupts();
+    tlb::switch_to(&space.tlb);
+    let value = crate::arch::cpu::read_to_fault(USER_PAGE);
+    panic!("the kernel read {value:#x} from user page {USER_PAGE:#x}: SMAP did not stop it");
+}
+
+/// The address space CPU 1 sits in for [`stuck_cpu`].
+static STUCK_SPACE: Once<AddressSpace> = Once::new();
+static STUCK_SPACE_LOADED: AtomicBool = AtomicBool::new(false);
+
+/// CPU 1 loads an address space and spins with interrupts off; this CPU
+/// unmaps a page of it. The shootdown IPI is never answered: the kernel must
+/// name CPU 1 (which an NMI makes say where it spins) and stop, not hang.
+fn stuck_cpu() -> TestResult {
+    const PAGE: u64 = 0x6000_0000;
+    check!(smp::online().count() >= 2, "needs a second CPU");
+    let kernel_root = x86_64::PhysAddr::new(tlb::system().kernel_address_space().root());
+    let space = STUCK_SPACE
+        .call_once(|| AddressSpace::new(kernel_root).expect("a page-table root for the test"));
+    require_ok!(
+        space
+            .map_anonymous(PAGE, PAGE_SIZE, prot::READ | prot::WRITE, true)
+            .and_then(|_| space.copy_out(PAGE, &[1]))
+            .map_err(|errno| alloc::format!("{errno:?}"))
+    );
+    let spinner = Thread::new_kernel(ThreadStart::Kernel {
+        entry: spin_with_interrupts_off,
+        argument: 0,
+    });
+    spinner.affinity.store(1, Ordering::Relaxed);
+    sched::spawn(spinner);
+    let deadline = Deadline::after(Duration::from_secs(10));
+    while !STUCK_SPACE_LOADED.load(Ordering::Acquire) {
+        check!(
+            !deadline.has_passed(),
+            "CPU 1 never loaded the address space"
+        );
+        core::hint::spin_loop();
+    }
+    require_ok!(
+        space
+            .unmap(PAGE, PAGE_SIZE)
+            .map_err(|errno| alloc::format!("{errno:?}"))
+    );
+    panic!("a TLB shootdown to a CPU with interrupts off returned");
+}
+
+/// Runs on CPU 1 for [`stuck_cpu`]: loads the test's address space, then
+/// never answers an interrupt again.
+extern "C" fn spin_with_interrupts_off(_: u64) -> ! {
+    crate::arch::cpu::disable_interrupts();
+    tlb::switch_to(
+        &STUCK_SPACE
+            .get()
+            .expect("set before this thread starts")
+            .tlb,
+    );
+    STUCK_SPACE_LOADED.store(true, Ordering::Release);
+    loop {
+        core::hint::spin_loop();
+    }
 }
 
 fn hangs() -> TestResult {

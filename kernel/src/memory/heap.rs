@@ -6,11 +6,40 @@
 //!
 //! The allocator itself (and why its lock disables interrupts) is in
 //! [`crate::arch::global_alloc`].
+//!
+//! ## Programs cannot exhaust it
+//!
+//! A Rust allocation that fails ends in the alloc-error handler: a kernel
+//! panic. So nothing a program does may make the kernel's own allocations
+//! fail. Two rules see to that:
+//!
+//! - **Large allocations a program causes are fallible and budgeted**:
+//!   thread kernel stacks, the kernel's copies of user buffers, swap slots,
+//!   loaded program segments. They come from [`try_zeroed_vec`], which
+//!   refuses (`ENOMEM`) once less than a *reserve* of the heap would be left.
+//!   The reserve is a quarter of the heap.
+//! - **Small records are bounded by counts** (`abi::MAX_PROCESSES`,
+//!   `MAX_THREADS`, `MAX_REGIONS`), and region records are also checked
+//!   against the budget ([`check_budget`]), so their worst case stays inside
+//!   the reserve.
+//!
+//! Everything else the kernel allocates (run queues, flush bookkeeping,
+//! the copies of counters) is proportional to those bounded things and
+//! comes out of the reserve.
+
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+use abi::Errno;
 
 use super::frames::{self, FRAME_SIZE};
+use crate::arch::global_alloc;
 
 const MIN_HEAP_BYTES: usize = 4 << 20;
 const MAX_HEAP_BYTES: usize = 64 << 20;
+
+/// Heap bytes that allocations caused by programs may never use.
+static RESERVE_BYTES: AtomicUsize = AtomicUsize::new(0);
 
 /// Why the heap could not be set up.
 #[derive(Debug)]
@@ -24,14 +53,37 @@ pub fn init(free_bytes: usize) -> Result<usize, HeapInitError> {
     let wanted_bytes = (free_bytes / 8).clamp(MIN_HEAP_BYTES, MAX_HEAP_BYTES);
     let frames = frames::allocate_permanent(wanted_bytes / FRAME_SIZE)
         .ok_or(HeapInitError { wanted_bytes })?;
-    crate::arch::global_alloc::init(crate::arch::phys::permanent_bytes(frames));
+    global_alloc::init(crate::arch::phys::permanent_bytes(frames));
+    RESERVE_BYTES.store(wanted_bytes / 4, Ordering::Relaxed);
     Ok(wanted_bytes)
+}
+
+/// `Ok` if a program-caused allocation of `bytes` leaves the reserve intact.
+pub fn check_budget(bytes: usize) -> Result<(), Errno> {
+    let needed = bytes.saturating_add(RESERVE_BYTES.load(Ordering::Relaxed));
+    if global_alloc::free_bytes() >= needed {
+        Ok(())
+    } else {
+        Err(Errno::NoMem)
+    }
+}
+
+/// `len` zeroed elements for an allocation a program causes: `NoMem`
+/// instead of a panic when the budget or the heap is exhausted.
+pub fn try_zeroed_vec<T: Copy + Default>(len: usize) -> Result<Vec<T>, Errno> {
+    check_budget(len.saturating_mul(size_of::<T>()))?;
+    let mut vec = Vec::new();
+    vec.try_reserve_exact(len).map_err(|_| Errno::NoMem)?;
+    vec.resize(len, T::default());
+    Ok(vec)
 }
 
 pub mod tests {
     //! In-kernel tests of the heap.
 
     use alloc::{boxed::Box, collections::BTreeMap, vec::Vec};
+
+    use abi::Errno;
 
     use crate::ktest::{Test, TestResult};
     use crate::{check, check_eq};
@@ -40,6 +92,10 @@ pub mod tests {
         Test::new("heap::box_and_vec", box_and_vec),
         Test::new("heap::large_allocation", large_allocation),
         Test::new("heap::memory_is_reused", memory_is_reused),
+        Test::new(
+            "heap::program_allocations_stop_at_the_reserve",
+            program_allocations_stop_at_the_reserve,
+        ),
     ];
 
     fn box_and_vec() -> TestResult {
@@ -72,6 +128,37 @@ pub mod tests {
             crate::arch::global_alloc::used_bytes(),
             before,
             "heap usage after freeing everything"
+        );
+        Ok(())
+    }
+
+    /// Budgeted allocations succeed until only the reserve is left, then
+    /// fail with `NoMem`; the kernel's own allocations still succeed.
+    fn program_allocations_stop_at_the_reserve() -> TestResult {
+        const CHUNK: usize = 64 * 1024;
+        let mut taken: Vec<Vec<u8>> = Vec::new();
+        let outcome = loop {
+            match super::try_zeroed_vec::<u8>(CHUNK) {
+                Ok(chunk) => taken.push(chunk),
+                Err(errno) => break errno,
+            }
+            if taken.len() > (super::MAX_HEAP_BYTES / CHUNK) {
+                break Errno::Inval;
+            }
+        };
+        check_eq!(outcome, Errno::NoMem, "after {} chunks", taken.len());
+        let reserve = super::RESERVE_BYTES.load(core::sync::atomic::Ordering::Relaxed);
+        let free = crate::arch::global_alloc::free_bytes();
+        check!(
+            free >= reserve && free < reserve + CHUNK,
+            "{free} bytes free when the budget ran out; the reserve is {reserve}"
+        );
+        let kernel_allocation = Box::new([7u8; 4096]);
+        check_eq!(kernel_allocation[4095], 7);
+        drop(taken);
+        check!(
+            super::try_zeroed_vec::<u8>(CHUNK).is_ok(),
+            "budgeted allocations must work again once memory is freed"
         );
         Ok(())
     }

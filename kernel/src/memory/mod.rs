@@ -55,6 +55,15 @@ impl core::fmt::Display for MemoryInitError {
     }
 }
 
+/// Whether any byte of the physical range `start..end` lies in a `Usable`
+/// region: memory the frame allocator may hand out, and so no place for
+/// data the kernel keeps reading (the ramdisk, its own ELF file).
+pub fn overlaps_usable(regions: &[MemoryRegion], start: u64, end: u64) -> bool {
+    regions.iter().any(|region| {
+        region.kind == MemoryRegionKind::Usable && region.start < end && start < region.end
+    })
+}
+
 /// Sets up the frame allocator and the heap from the bootloader's memory map.
 pub fn init(boot_info: &BootInfo) -> Result<MemorySummary, MemoryInitError> {
     let offset = boot_info

@@ -17,9 +17,9 @@
 //!
 //! Each AP, in [`ap_entry`]: switches to the kernel page table, loads its own
 //! GDT, TSS (with its own double-fault stack) and the shared IDT, points its
-//! GS base at its [`PerCpu`] block, enables its local APIC and timer, reports
-//! in, and runs its idle thread, answering IPIs and running whatever the
-//! scheduler queues on it.
+//! GS base at its [`PerCpu`] block, turns on SMEP and SMAP if the CPU has
+//! them, enables its local APIC and timer, reports in, and runs its idle
+//! thread, answering IPIs and running whatever the scheduler queues on it.
 
 pub mod percpu;
 pub mod timer;
@@ -133,6 +133,7 @@ pub fn init(
         tlb::init(cpu_count, kernel_page_table, tlb_options, cpu).map_err(SmpError::Tlb)?;
     tlb::init_this_cpu();
     arch::syscall::init_this_cpu();
+    arch::protection::init(cpu.smep, cpu.smap);
     sched::init_boot_cpu();
     let apic_timer_hz = timer::calibrate(&apic);
     timer::start(&apic);
@@ -211,6 +212,7 @@ extern "C" fn ap_entry(index: u64) -> ! {
     arch::percpu::install(me);
     tlb::init_this_cpu();
     arch::syscall::init_this_cpu();
+    arch::protection::enable_this_cpu();
     apic.enable(SPURIOUS_VECTOR);
     timer::start(&apic);
     ONLINE.insert(me.index, Ordering::Release);

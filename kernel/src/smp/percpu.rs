@@ -12,7 +12,7 @@ use spin::Mutex;
 
 use crate::{
     arch::{gdt::Tss, ipi::QueuedCall},
-    task::sched::CpuScheduler,
+    task::{sched::CpuScheduler, syscall::LastCall},
 };
 
 /// One CPU's data. `repr(C)` with `self_address` first: the GS-relative read
@@ -40,6 +40,8 @@ pub struct PerCpu {
     pub(crate) inbox: Mutex<VecDeque<QueuedCall>>,
     /// Run queue, current thread, idle thread.
     pub sched: CpuScheduler,
+    /// The last system call this CPU started, for crash reports.
+    pub last_syscall: LastCall,
     /// This CPU's TSS (RSP0 changes with the running thread).
     tss: &'static Tss,
 }
@@ -59,6 +61,7 @@ impl PerCpu {
             ipis_received: AtomicU64::new(0),
             inbox: Mutex::new(VecDeque::new()),
             sched: CpuScheduler::new(),
+            last_syscall: LastCall::default(),
             tss,
         });
         block.self_address = &*block as *const PerCpu as u64;

@@ -6,8 +6,11 @@ use alloc::sync::Arc;
 
 use abi::{Errno, PAGE_SIZE, prot};
 
-use super::{process::Process, vm::AddressSpace};
-use crate::{elf, initrd, tlb};
+use super::{
+    process::{Process, ProcessSlot},
+    vm::AddressSpace,
+};
+use crate::{elf, initrd, memory::heap, tlb};
 
 /// The main thread's stack: 256 KiB just below the top of user space.
 const STACK_SIZE: u64 = 256 * 1024;
@@ -20,6 +23,7 @@ pub fn spawn(name: &str, args: &str, parent: Option<u64>) -> Result<Arc<Process>
         .and_then(|programs| programs.find(name))
         .ok_or(Errno::NoEnt)?;
     let program = elf::Elf::parse(image).map_err(|_| Errno::NoEnt)?;
+    let slot = ProcessSlot::reserve()?;
     let kernel_root = x86_64::PhysAddr::new(tlb::system().kernel_address_space().root());
     let space = AddressSpace::new(kernel_root).map_err(|_| Errno::NoMem)?;
     let entry = match load(&space, &program, args) {
@@ -29,16 +33,18 @@ pub fn spawn(name: &str, args: &str, parent: Option<u64>) -> Result<Arc<Process>
             return Err(errno);
         }
     };
-    let process = Process::new(name, parent, space);
-    process
-        .start_thread(
-            program.entry(),
-            entry.rsp,
-            entry.args,
-            args.len() as u64,
-            abi::ANY_CPU,
-        )
-        .ok_or(Errno::Again)?;
+    let process = Process::new(name, parent, space, slot);
+    let started = process.start_thread(
+        program.entry(),
+        entry.rsp,
+        entry.args,
+        args.len() as u64,
+        abi::ANY_CPU,
+    );
+    if let Err(errno) = started {
+        process.abandon();
+        return Err(errno);
+    }
     Ok(process)
 }
 
@@ -53,8 +59,10 @@ fn load(space: &AddressSpace, program: &elf::Elf<'_>, args: &str) -> Result<Firs
     for segment in program.segments() {
         let start = segment.vaddr & !(PAGE_SIZE - 1);
         let lead = (segment.vaddr - start) as usize;
-        let mut contents = alloc::vec![0u8; lead];
-        contents.extend_from_slice(segment.data);
+        // A copy with the page's leading bytes: the program chose the size
+        // (it is its segment), so it comes out of the heap budget.
+        let mut contents = heap::try_zeroed_vec::<u8>(lead + segment.data.len())?;
+        contents[lead..].copy_from_slice(segment.data);
         let mut protection = prot::READ;
         if segment.flags.write {
             protection |= prot::WRITE;

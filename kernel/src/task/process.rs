@@ -9,10 +9,25 @@
 //! Killing a process (a fault, or `exit` from any thread) only marks it;
 //! every thread notices on its next way back to ring 3 and exits there, so no
 //! thread is ever torn out of the middle of a kernel operation.
+//!
+//! ## Limits
+//!
+//! At most [`abi::MAX_PROCESSES`] processes exist at once, zombies included,
+//! and each has at most [`abi::MAX_THREADS`] threads, unjoined ended ones
+//! included; beyond either, `spawn` or `thread_spawn` fails with `EAGAIN`.
+//! A spawn takes its place in the table ([`ProcessSlot`]) before loading
+//! anything, so a spawn over the limit costs nothing.
+//!
+//! A zombie nobody will wait for would hold its place for good, so orphans
+//! are reaped: when a process ends, its ended children leave the table, and
+//! a process that ends after its parent ended leaves at once. (Both sides
+//! set their `finished` flag before taking the table lock and then look at
+//! the other's, so whichever comes second does the reaping.)
 
 use alloc::{collections::BTreeMap, string::String, sync::Arc, vec::Vec};
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
+use abi::Errno;
 use spin::Mutex;
 
 use super::{
@@ -26,19 +41,44 @@ use crate::arch::{context::ThreadStart, cpu::without_interrupts};
 /// report it).
 pub const KILLED_EXIT_CODE: i32 = 139;
 
-/// Most threads one process may have alive at once.
-pub const MAX_THREADS: usize = 64;
-
 static NEXT_PID: AtomicU64 = AtomicU64::new(1);
 
-/// Every process that has not been waited for.
-static PROCESSES: Mutex<BTreeMap<u64, Arc<Process>>> = Mutex::new(BTreeMap::new());
+/// Processes in the table plus spawns that have reserved a place in it.
+static PROCESS_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// Every process that has not been waited for (or reaped as an orphan).
+static PROCESSES: Mutex<BTreeMap<u64, TableEntry>> = Mutex::new(BTreeMap::new());
+
+struct TableEntry {
+    process: Arc<Process>,
+    /// Gives the place back when the entry leaves the table.
+    _slot: ProcessSlot,
+}
+
+/// A place in the process table, one of [`abi::MAX_PROCESSES`].
+pub struct ProcessSlot(());
+
+impl ProcessSlot {
+    /// Takes a place, or `Again` when every place is taken.
+    pub fn reserve() -> Result<Self, Errno> {
+        PROCESS_COUNT
+            .try_update(Ordering::AcqRel, Ordering::Acquire, |count| {
+                (count < abi::MAX_PROCESSES).then_some(count + 1)
+            })
+            .map(|_| Self(()))
+            .map_err(|_| Errno::Again)
+    }
+}
+
+impl Drop for ProcessSlot {
+    fn drop(&mut self) {
+        PROCESS_COUNT.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 #[derive(Default)]
 struct Status {
     exit_code: Option<i32>,
-    /// All threads have exited and the address space is gone.
-    finished: bool,
     waiters: Vec<Arc<Thread>>,
 }
 
@@ -49,35 +89,63 @@ pub struct Process {
     pub parent: Option<u64>,
     pub space: AddressSpace,
     live_threads: AtomicUsize,
+    /// Threads started and not yet joined: what [`abi::MAX_THREADS`] limits.
+    thread_slots: AtomicUsize,
     exiting: AtomicBool,
+    /// All threads have exited and the address space is gone. Set under the
+    /// `status` lock (for `wait`), read without it (for reaping).
+    finished: AtomicBool,
     status: Mutex<Status>,
     threads: Mutex<BTreeMap<u64, Arc<Thread>>>,
 }
 
 impl Process {
-    /// Registers a new process with address space `space`.
-    pub fn new(name: &str, parent: Option<u64>, space: AddressSpace) -> Arc<Self> {
+    /// Enters a new process with address space `space` in the table, in the
+    /// place `slot` reserved.
+    pub fn new(
+        name: &str,
+        parent: Option<u64>,
+        space: AddressSpace,
+        slot: ProcessSlot,
+    ) -> Arc<Self> {
         let process = Arc::new(Self {
             pid: NEXT_PID.fetch_add(1, Ordering::Relaxed),
             name: String::from(name),
             parent,
             space,
             live_threads: AtomicUsize::new(0),
+            thread_slots: AtomicUsize::new(0),
             exiting: AtomicBool::new(false),
+            finished: AtomicBool::new(false),
             status: Mutex::new(Status::default()),
             threads: Mutex::new(BTreeMap::new()),
         });
-        PROCESSES.lock().insert(process.pid, Arc::clone(&process));
+        let entry = TableEntry {
+            process: Arc::clone(&process),
+            _slot: slot,
+        };
+        PROCESSES.lock().insert(process.pid, entry);
         process
+    }
+
+    /// Takes a process whose first thread could not start out of the table
+    /// again and frees its memory. Nobody knows its pid yet.
+    pub fn abandon(&self) {
+        drop(PROCESSES.lock().remove(&self.pid));
+        self.space.tear_down();
     }
 
     /// Looks a live or zombie process up.
     pub fn find(pid: u64) -> Option<Arc<Self>> {
-        PROCESSES.lock().get(&pid).cloned()
+        PROCESSES
+            .lock()
+            .get(&pid)
+            .map(|entry| Arc::clone(&entry.process))
     }
 
-    /// Starts a thread of this process in ring 3. `None` when the process
-    /// already has [`MAX_THREADS`] threads or is exiting.
+    /// Starts a thread of this process in ring 3. `Again` when the process
+    /// already has [`abi::MAX_THREADS`] threads or is exiting, `NoMem` when
+    /// the kernel stack does not fit in the heap budget.
     pub fn start_thread(
         self: &Arc<Self>,
         entry: u64,
@@ -85,30 +153,29 @@ impl Process {
         rdi: u64,
         rsi: u64,
         cpu: u64,
-    ) -> Option<Arc<Thread>> {
+    ) -> Result<Arc<Thread>, Errno> {
         if self.is_exiting() {
-            return None;
+            return Err(Errno::Again);
         }
-        if self.live_threads.fetch_add(1, Ordering::AcqRel) >= MAX_THREADS {
-            self.live_threads.fetch_sub(1, Ordering::AcqRel);
-            return None;
-        }
-        let Ok(thread) = Thread::new(
-            Some(Arc::clone(self)),
-            ThreadStart::User {
-                entry,
-                stack,
-                rdi,
-                rsi,
-            },
-        ) else {
-            self.live_threads.fetch_sub(1, Ordering::AcqRel);
-            return None;
+        self.thread_slots
+            .try_update(Ordering::AcqRel, Ordering::Acquire, |slots| {
+                (slots < abi::MAX_THREADS).then_some(slots + 1)
+            })
+            .map_err(|_| Errno::Again)?;
+        let start = ThreadStart::User {
+            entry,
+            stack,
+            rdi,
+            rsi,
         };
+        let thread = Thread::new_user(Arc::clone(self), start).inspect_err(|_| {
+            self.thread_slots.fetch_sub(1, Ordering::AcqRel);
+        })?;
+        self.live_threads.fetch_add(1, Ordering::AcqRel);
         thread.affinity.store(cpu, Ordering::Relaxed);
         self.threads.lock().insert(thread.tid, Arc::clone(&thread));
         sched::spawn(Arc::clone(&thread));
-        Some(thread)
+        Ok(thread)
     }
 
     /// A thread of this process by id.
@@ -116,9 +183,12 @@ impl Process {
         self.threads.lock().get(&tid).cloned()
     }
 
-    /// Forgets an exited thread once it has been joined.
+    /// Forgets an exited thread once it has been joined, giving its place
+    /// back.
     pub fn forget_thread(&self, tid: u64) {
-        self.threads.lock().remove(&tid);
+        if self.threads.lock().remove(&tid).is_some() {
+            self.thread_slots.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 
     pub fn is_exiting(&self) -> bool {
@@ -150,13 +220,46 @@ impl Process {
         let waiters = {
             let mut status = self.status.lock();
             status.exit_code.get_or_insert(0);
-            status.finished = true;
+            self.finished.store(true, Ordering::SeqCst);
             core::mem::take(&mut status.waiters)
         };
         for waiter in &waiters {
             sched::wake(waiter);
         }
         drop(threads);
+        self.reap_orphans();
+    }
+
+    /// Removes from the table the processes nobody will wait for now that
+    /// this one has finished: its finished children, and itself if its
+    /// parent has finished or is gone (see the module docs for the race).
+    fn reap_orphans(&self) {
+        let mut reaped = Vec::new();
+        {
+            let mut table = PROCESSES.lock();
+            let finished_children: Vec<u64> = table
+                .values()
+                .filter(|entry| {
+                    entry.process.parent == Some(self.pid)
+                        && entry.process.finished.load(Ordering::SeqCst)
+                })
+                .map(|entry| entry.process.pid)
+                .collect();
+            for pid in finished_children {
+                reaped.extend(table.remove(&pid));
+            }
+            if let Some(parent) = self.parent {
+                let parent_gone = table
+                    .get(&parent)
+                    .is_none_or(|entry| entry.process.finished.load(Ordering::SeqCst));
+                if parent_gone {
+                    reaped.extend(table.remove(&self.pid));
+                }
+            }
+        }
+        // Dropped outside the table lock: the last reference to a process
+        // frees its page tables.
+        drop(reaped);
     }
 
     /// Waits until the process has finished and returns its exit code;
@@ -166,8 +269,8 @@ impl Process {
         loop {
             {
                 let mut status = self.status.lock();
-                if status.finished {
-                    PROCESSES.lock().remove(&self.pid);
+                if self.finished.load(Ordering::SeqCst) {
+                    drop(PROCESSES.lock().remove(&self.pid));
                     return status.exit_code;
                 }
                 status.waiters.push(Arc::clone(&me));

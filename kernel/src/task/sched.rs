@@ -87,14 +87,10 @@ pub fn init_boot_cpu() {
     *cpu.sched.current.lock() = Some(Thread::adopt_current());
     cpu.sched.busy.store(true, Ordering::Relaxed);
     cpu.sched.idle.call_once(|| {
-        Thread::new(
-            None,
-            ThreadStart::Kernel {
-                entry: idle_entry,
-                argument: 0,
-            },
-        )
-        .expect("memory for the boot CPU's idle stack right after boot")
+        Thread::new_kernel(ThreadStart::Kernel {
+            entry: idle_entry,
+            argument: 0,
+        })
     });
 }
 

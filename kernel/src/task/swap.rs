@@ -6,51 +6,73 @@
 //! may still hold its translation, so the flush must complete before the
 //! contents are copied (a CPU still writing through a stale entry would be
 //! lost) and before the frame is reused. See [`super::vm`].
+//!
+//! Swap can run out in two ways: every slot is taken, or the heap budget for
+//! program-caused allocations has no room for one more page of contents
+//! ([`crate::memory::heap`]). Either way [`store`] says `None` and the page
+//! stays where it was (`PAGEOUT` then reports `ENOSPC`). The bookkeeping
+//! itself is static, so no swap operation can need memory it cannot get.
 
-use alloc::{boxed::Box, vec::Vec};
+use alloc::boxed::Box;
 
 use abi::PAGE_SIZE;
 use spin::Mutex;
 
-/// Swap capacity: 16 MiB.
-pub const SLOTS: usize = 4096;
+use crate::memory::heap;
 
-type Page = [u8; PAGE_SIZE as usize];
+/// Swap capacity: 16 MiB.
+const SLOTS: usize = abi::SWAP_SLOTS;
+// Free slots are kept as `u16`s.
+const _: () = assert!(SLOTS <= 1 << 16);
 
 struct SwapArea {
-    /// Slot contents; a slot is allocated on first use.
-    slots: Vec<Option<Box<Page>>>,
-    free: Vec<u64>,
+    /// Slot contents, one page each while the slot is in use.
+    slots: [Option<Box<[u8]>>; SLOTS],
+    /// The free slots, `free[..free_count]`, taken from the end.
+    free: [u16; SLOTS],
+    free_count: usize,
 }
 
-static SWAP: Mutex<Option<SwapArea>> = Mutex::new(None);
-
-fn with_area<R>(f: impl FnOnce(&mut SwapArea) -> R) -> R {
-    let mut area = SWAP.lock();
-    let area = area.get_or_insert_with(|| SwapArea {
-        slots: (0..SLOTS).map(|_| None).collect(),
-        free: (0..SLOTS as u64).rev().collect(),
-    });
-    f(area)
+/// Every slot free, the lowest handed out first.
+const fn all_free() -> [u16; SLOTS] {
+    let mut free = [0; SLOTS];
+    let mut index = 0;
+    while index < SLOTS {
+        free[index] = (SLOTS - 1 - index) as u16;
+        index += 1;
+    }
+    free
 }
+
+static SWAP: Mutex<SwapArea> = Mutex::new(SwapArea {
+    slots: [const { None }; SLOTS],
+    free: all_free(),
+    free_count: SLOTS,
+});
 
 /// Stores a page that `fill` writes, returning its slot, or `None` when
-/// swap is full.
-pub fn store(fill: impl FnOnce(&mut Page)) -> Option<u64> {
-    let slot = with_area(|area| area.free.pop())?;
-    let mut page: Box<Page> = Box::new([0; PAGE_SIZE as usize]);
+/// swap is full or its contents do not fit in the heap budget.
+pub fn store(fill: impl FnOnce(&mut [u8])) -> Option<u64> {
+    let mut page = heap::try_zeroed_vec::<u8>(PAGE_SIZE as usize).ok()?;
     fill(&mut page);
-    with_area(|area| area.slots[slot as usize] = Some(page));
-    Some(slot)
+    let mut area = SWAP.lock();
+    if area.free_count == 0 {
+        return None;
+    }
+    area.free_count -= 1;
+    let slot = area.free[area.free_count];
+    area.slots[usize::from(slot)] = Some(page.into_boxed_slice());
+    Some(u64::from(slot))
 }
 
 /// Takes the page out of `slot`, freeing the slot.
-pub fn take(slot: u64) -> Box<Page> {
-    with_area(|area| {
-        let page = area.slots[slot as usize].take().expect("swap slot in use");
-        area.free.push(slot);
-        page
-    })
+pub fn take(slot: u64) -> Box<[u8]> {
+    let mut area = SWAP.lock();
+    let page = area.slots[slot as usize].take().expect("swap slot in use");
+    let free_count = area.free_count;
+    area.free[free_count] = slot as u16;
+    area.free_count += 1;
+    page
 }
 
 /// Frees `slot` without reading it (the page was unmapped).
@@ -60,5 +82,5 @@ pub fn discard(slot: u64) {
 
 /// Slots in use.
 pub fn used() -> usize {
-    with_area(|area| SLOTS - area.free.len())
+    SLOTS - SWAP.lock().free_count
 }

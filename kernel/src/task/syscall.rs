@@ -8,7 +8,10 @@
 //! in `rax`, never a kernel panic.
 
 use alloc::{string::String, sync::Arc};
-use core::sync::atomic::Ordering;
+use core::{
+    fmt::Write as _,
+    sync::atomic::{AtomicU64, Ordering},
+};
 
 use abi::{Errno, Syscall, map};
 
@@ -26,6 +29,73 @@ const MAX_ARGS: u64 = 4096;
 
 type SyscallResult = Result<u64, Errno>;
 
+/// The last system call each CPU started (one per CPU, in its `PerCpu`),
+/// for crash reports: when hostile input brings the kernel down, the report
+/// names the call. Written with relaxed stores on every call; read only on
+/// the fatal path, where a torn record is still better than none.
+#[derive(Default)]
+pub struct LastCall {
+    /// Process id (0: no call yet), thread id, number, first four arguments.
+    words: [AtomicU64; 7],
+}
+
+impl LastCall {
+    fn record(&self, pid: u64, tid: u64, number: u64, args: &[u64; 6]) {
+        let values = [pid, tid, number, args[0], args[1], args[2], args[3]];
+        for (word, value) in self.words.iter().zip(values) {
+            word.store(value, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Shows bytes as UTF-8, each invalid sequence as U+FFFD, without the
+/// allocation `String::from_utf8_lossy` makes for invalid input (up to three
+/// times the input: a cost a program could choose).
+struct Lossy<'a>(&'a [u8]);
+
+impl core::fmt::Display for Lossy<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        for chunk in self.0.utf8_chunks() {
+            f.write_str(chunk.valid())?;
+            if !chunk.invalid().is_empty() {
+                f.write_char(char::REPLACEMENT_CHARACTER)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Prints each CPU's [`LastCall`], if any CPU made one. Never blocks.
+pub fn print_last_calls() {
+    let mut header = false;
+    for (index, cpu) in smp::online()
+        .iter()
+        .filter_map(|index| Some((index, smp::cpu(index)?)))
+    {
+        let [pid, tid, number, a0, a1, a2, a3] = cpu
+            .last_syscall
+            .words
+            .each_ref()
+            .map(|word| word.load(Ordering::Relaxed));
+        if pid == 0 {
+            continue;
+        }
+        if !header {
+            arch::serial::write_emergency(format_args!("last system call started on each CPU:\n"));
+            header = true;
+        }
+        let args = format_args!("({a0:#x}, {a1:#x}, {a2:#x}, {a3:#x})");
+        match Syscall::from_number(number) {
+            Some(call) => arch::serial::write_emergency(format_args!(
+                "  cpu {index}: pid {pid} thread {tid}: {call:?}{args}\n"
+            )),
+            None => arch::serial::write_emergency(format_args!(
+                "  cpu {index}: pid {pid} thread {tid}: unknown system call {number}{args}\n"
+            )),
+        }
+    }
+}
+
 /// Handles the system call in `frame` (entered with interrupts off) and
 /// stores its result in `frame.rax`.
 pub fn dispatch(frame: &mut TrapFrame) {
@@ -39,7 +109,23 @@ pub fn dispatch(frame: &mut TrapFrame) {
     let args = [
         frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8, frame.r9,
     ];
+    percpu::current()
+        .last_syscall
+        .record(process.pid, me.tid, frame.rax, &args);
     let result = match Syscall::from_number(frame.rax) {
+        // `exit_current` never returns, so this frame's references to the
+        // thread and the process must go first: kept, they would keep both
+        // (and the thread's kernel stack) alive forever.
+        Some(Syscall::Exit) => {
+            let code = args[0] as i32;
+            process.kill(code);
+            drop((me, process));
+            sched::exit_current(i64::from(code))
+        }
+        Some(Syscall::ThreadExit) => {
+            drop((me, process));
+            sched::exit_current(args[0] as i64)
+        }
         Some(call) => handle(call, args, &me, &process),
         None => Err(Errno::NoSys),
     };
@@ -64,12 +150,8 @@ fn handle(
             // Like Linux, a long write is a short write.
             let len = a1.min(MAX_WRITE);
             let bytes = space.copy_in(a0, len as usize)?;
-            crate::print!("{}", String::from_utf8_lossy(&bytes));
+            crate::print!("{}", Lossy(&bytes));
             Ok(len)
-        }
-        Syscall::Exit => {
-            process.kill(a0 as i32);
-            sched::exit_current(i64::from(a0 as i32))
         }
         Syscall::ThreadSpawn => {
             let (entry, stack_top) = (a0, a1);
@@ -81,9 +163,7 @@ fn handle(
             }
             // As if `entry` had been called: the return-address slot below
             // a 16-byte aligned top.
-            let thread = process
-                .start_thread(entry, stack_top - 8, a2, 0, abi::ANY_CPU)
-                .ok_or(Errno::Again)?;
+            let thread = process.start_thread(entry, stack_top - 8, a2, 0, abi::ANY_CPU)?;
             Ok(thread.tid)
         }
         Syscall::ThreadJoin => {
@@ -95,7 +175,6 @@ fn handle(
             process.forget_thread(a0);
             Ok(value as u64)
         }
-        Syscall::ThreadExit => sched::exit_current(a0 as i64),
         Syscall::Yield => {
             sched::yield_now();
             Ok(0)
@@ -163,5 +242,6 @@ fn handle(
             Ok(len as u64)
         }
         Syscall::GetPid => Ok(process.pid),
+        Syscall::Exit | Syscall::ThreadExit => unreachable!("`dispatch` ends the thread itself"),
     }
 }

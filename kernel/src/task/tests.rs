@@ -61,14 +61,10 @@ fn kernel_threads_run_on_every_cpu() -> TestResult {
         .iter()
         .map(|cpu| {
             RAN_ON[cpu].store(0, Ordering::Relaxed);
-            let thread = Thread::new(
-                None,
-                ThreadStart::Kernel {
-                    entry: record_cpu,
-                    argument: cpu as u64,
-                },
-            )
-            .expect("a stack for a test thread");
+            let thread = Thread::new_kernel(ThreadStart::Kernel {
+                entry: record_cpu,
+                argument: cpu as u64,
+            });
             thread.affinity.store(cpu as u64, Ordering::Relaxed);
             sched::spawn(alloc::sync::Arc::clone(&thread));
             (cpu, thread)

@@ -15,6 +15,8 @@ use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use spin::Mutex;
 
+use abi::Errno;
+
 use super::process::Process;
 use crate::{
     arch::{
@@ -95,13 +97,24 @@ impl Thread {
         })
     }
 
-    /// A new thread that starts as `start` says once scheduled, or why
-    /// there is no stack for it. Call with interrupts on and no lock held:
-    /// it may purge freed stacks, which waits for every CPU.
-    pub fn new(process: Option<Arc<Process>>, start: ThreadStart) -> Result<Arc<Self>, StackError> {
-        let mut stack = allocate_stack()?;
+    /// A new kernel thread that starts as `start` says once scheduled.
+    /// Only the kernel makes these (idle threads, tests), early or rarely:
+    /// no stack for one means the machine is unusable.
+    pub fn new_kernel(start: ThreadStart) -> Arc<Self> {
+        let mut stack = allocate_stack()
+            .unwrap_or_else(|error| panic!("no stack for a kernel thread: {error}"));
         let rsp = context::prepare_stack(stack.words_mut(), start);
-        Ok(Self::with_stack(process, Some(stack), rsp))
+        Self::with_stack(None, Some(stack), rsp)
+    }
+
+    /// A new thread of `process` that starts as `start` says once
+    /// scheduled. Its kernel stack takes frames, not heap: `NoMem` when
+    /// there is no frame or stack slot left. Call with interrupts on and no
+    /// lock held: it may purge freed stacks, which waits for every CPU.
+    pub fn new_user(process: Arc<Process>, start: ThreadStart) -> Result<Arc<Self>, Errno> {
+        let mut stack = allocate_stack().map_err(|_| Errno::NoMem)?;
+        let rsp = context::prepare_stack(stack.words_mut(), start);
+        Ok(Self::with_stack(Some(process), Some(stack), rsp))
     }
 
     /// The thread object for the context already running on this CPU.

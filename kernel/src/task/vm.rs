@@ -12,7 +12,7 @@
 //! Freeing before the flush returns would let a thread on another CPU keep
 //! reading (or writing!) a frame that already belongs to someone else.
 
-use alloc::{collections::BTreeMap, vec, vec::Vec};
+use alloc::{collections::BTreeMap, vec::Vec};
 
 use abi::{Errno, PAGE_SIZE, USER_END, prot};
 use mm::AddressSpaceTlb;
@@ -23,6 +23,7 @@ use crate::{
     arch::phys,
     memory::{
         frames::{self, Frame},
+        heap,
         page_table::{self, Leaf, OutOfFrames, PageTable},
     },
     tlb,
@@ -34,6 +35,9 @@ use super::swap;
 const MMAP_BASE: u64 = 0x1000_0000_0000;
 /// The largest single region a program may ask for.
 const MAX_REGION: u64 = 1 << 40;
+/// What one region record may cost on the heap (its share of a B-tree
+/// node), for the heap budget.
+const REGION_RECORD_BYTES: usize = 64;
 
 /// A mapped region: `[start, end)` with protection `prot`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,6 +127,16 @@ fn user_range(start: u64, len: u64) -> Result<u64, Errno> {
 }
 
 impl Memory {
+    /// Whether `added` more region records fit: within [`abi::MAX_REGIONS`]
+    /// and the heap budget. Checked before a change, so that a refused call
+    /// changes nothing.
+    fn room_for_regions(&self, added: usize) -> Result<(), Errno> {
+        if self.regions.len() + added > abi::MAX_REGIONS {
+            return Err(Errno::NoMem);
+        }
+        heap::check_budget(added * REGION_RECORD_BYTES)
+    }
+
     /// The region containing `va`.
     fn region_at(&self, va: u64) -> Option<(u64, Region)> {
         let (&start, &region) = self.regions.range(..=va).next_back()?;
@@ -258,6 +272,7 @@ impl AddressSpace {
             if rounded == 0 || rounded > MAX_REGION {
                 return Err(Errno::Inval);
             }
+            memory.room_for_regions(1)?;
             let start = memory.find_gap(rounded).ok_or(Errno::NoMem)?;
             memory.regions.insert(
                 start,
@@ -269,6 +284,8 @@ impl AddressSpace {
             return Ok(start);
         }
         let end = user_range(addr, rounded)?;
+        // Replacing the middle of a region leaves three where there was one.
+        memory.room_for_regions(2)?;
         for region_start in memory.isolate(addr, end) {
             memory.regions.remove(&region_start);
         }
@@ -285,6 +302,8 @@ impl AddressSpace {
     pub fn unmap(&self, start: u64, len: u64) -> Result<(), Errno> {
         let end = user_range(start, len)?;
         let mut memory = self.memory.lock();
+        // Splitting at both ends before removing the middle.
+        memory.room_for_regions(2)?;
         for region_start in memory.isolate(start, end) {
             memory.regions.remove(&region_start);
         }
@@ -307,6 +326,7 @@ impl AddressSpace {
         if !memory.covers(start, end) {
             return Err(Errno::NoMem);
         }
+        memory.room_for_regions(2)?;
         for region_start in memory.isolate(start, end) {
             if let Some(region) = memory.regions.get_mut(&region_start) {
                 region.prot = new_prot;
@@ -338,8 +358,12 @@ impl AddressSpace {
     /// All entries are cleared first and flushed with **one** deferred batch
     /// flush (unless `tlb.batch=off`); only then are the contents copied (a
     /// CPU writing through a stale translation could otherwise change a page
-    /// after its copy) and the frames freed. Pages that find no swap slot are mapped back and
-    /// the call reports `NoSpc`.
+    /// after its copy) and the frames freed.
+    ///
+    /// When swap is full (or the heap budget has no room for a slot's
+    /// contents), the pages that found no slot are mapped back, resident and
+    /// intact, and the call reports `NoSpc`; the pages that did go to swap
+    /// stay there. Nothing is lost either way.
     pub fn page_out(&self, start: u64, len: u64) -> Result<(), Errno> {
         let end = user_range(start, len)?;
         let mut memory = self.memory.lock();
@@ -450,9 +474,10 @@ impl AddressSpace {
         Ok(())
     }
 
-    /// Copies `len` bytes of user memory at `va` into the kernel.
+    /// Copies `len` bytes of user memory at `va` into the kernel (a buffer
+    /// from the programs' heap budget).
     pub fn copy_in(&self, va: u64, len: usize) -> Result<Vec<u8>, Errno> {
-        let mut buffer = vec![0; len];
+        let mut buffer = heap::try_zeroed_vec::<u8>(len)?;
         self.for_each_page(
             va,
             len,
@@ -498,6 +523,7 @@ impl AddressSpace {
             if memory.overlaps(start, end) {
                 return Err(Errno::Inval);
             }
+            memory.room_for_regions(1)?;
             memory.regions.insert(
                 start,
                 Region {

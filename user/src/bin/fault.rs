@@ -1,11 +1,14 @@
 //! Does one thing the kernel must not allow, so the kernel kills it:
 //!
-//! - `kernel-read`: reads the first kernel-half address, `0xffff_8000_0000_0000`
-//!   (the page is supervisor-only, or not mapped at all);
+//! - `kernel-read`, `kernel-write`, `kernel-exec`: reads, writes or calls
+//!   the first page of the kernel image at `0xffff_ffff_8000_0000`, which is
+//!   mapped in every address space, but without the USER bit;
 //! - `write-ro`: maps a page, makes it read-only with `mprotect`, writes it;
 //! - `exec-data`: writes a `ret` into a fresh read-write page and calls it
 //!   (the page is not executable: NX);
-//! - `null`: reads address 0 (nothing is mapped below the program image).
+//! - `null`: reads address 0 (nothing is mapped below the program image);
+//! - `peek`: reads `0x2000_0000_0000`, where the `isolation` guards keep
+//!   their data in their own address spaces: this one has nothing there.
 //!
 //! The accesses are inline assembly so the compiler cannot reason about
 //! them (in Rust, reading a null pointer is undefined behaviour, not a
@@ -23,15 +26,25 @@ use user::{
 
 user::entry!(main);
 
+/// The first page of the kernel image (`KERNEL_BASE` in the kernel).
+const KERNEL_IMAGE: u64 = 0xffff_ffff_8000_0000;
+/// Where the `isolation` guards map their private pages.
+const OTHER_PROCESS_DATA: u64 = 0x2000_0000_0000;
+
 fn main(args: &str) -> i32 {
     let mode = args.trim();
     match mode {
-        "kernel-read" => read_byte(0xffff_8000_0000_0000),
+        "kernel-read" => read_byte(KERNEL_IMAGE),
+        "kernel-write" => write_byte(KERNEL_IMAGE),
+        "kernel-exec" => call(KERNEL_IMAGE),
         "null" => read_byte(0),
+        "peek" => read_byte(OTHER_PROCESS_DATA),
         "write-ro" => write_read_only(),
         "exec-data" => execute_data(),
         _ => {
-            println!("usage: fault kernel-read|write-ro|exec-data|null, got '{args}'");
+            println!(
+                "usage: fault kernel-read|kernel-write|kernel-exec|write-ro|exec-data|null|peek, got '{args}'"
+            );
             return 2;
         }
     }
@@ -45,6 +58,23 @@ fn read_byte(addr: u64) {
     // register and touches no memory Rust knows about.
     // SAFETY: a load from an address no Rust object lives at.
     unsafe { asm!("mov {0}, byte ptr [{1}]", out(reg_byte) _, in(reg) addr, options(nostack)) };
+}
+
+fn write_byte(addr: u64) {
+    println!("fault: writing {addr:#x}");
+    // The store faults; no memory Rust knows about is at `addr`.
+    // SAFETY: a store to an address no Rust object lives at.
+    unsafe { asm!("mov byte ptr [{0}], 1", in(reg) addr, options(nostack)) };
+}
+
+fn call(addr: u64) {
+    println!("fault: calling {addr:#x}");
+    // The instruction fetch faults: that is what this program tests. If
+    // the kernel let it run, the target (a `ret` in `exec-data`, kernel
+    // code otherwise) would run in ring 3, unable to touch the kernel; the
+    // call is declared to clobber everything the C ABI allows.
+    // SAFETY: the fetch faults, or runs code that cannot harm the kernel.
+    unsafe { asm!("call {0}", in(reg) addr, clobber_abi("C")) };
 }
 
 fn fresh_page() -> *mut u8 {
@@ -71,8 +101,6 @@ fn execute_data() {
     unsafe { page.write_volatile(RET) };
     println!("fault: calling into data page {page:p}");
     // The instruction fetch faults (the page is not executable). Were it
-    // executed, `ret` would come straight back; the call clobbers nothing
-    // else, but is declared to clobber everything the ABI allows.
-    // SAFETY: a call to a one-instruction function that returns at once.
-    unsafe { asm!("call {0}", in(reg) page, clobber_abi("C")) };
+    // executed, `ret` would come straight back.
+    call(page as u64);
 }

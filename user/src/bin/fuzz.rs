@@ -9,18 +9,24 @@
 //! discard and page out under each other's feet.
 //!
 //! What must not happen: a kernel panic or hang (the run would end without
-//! this program's summary). What may happen: any error code. Calls that
-//! would end the program (exit, running garbage as a thread) are only made
-//! with arguments the kernel must refuse. A progress line every 10 000
-//! calls per thread names the seed and the last call, so a failure can be
-//! replayed: `cargo run -- exec=fuzz:<seed>,<calls>,<threads>`.
+//! this program's summary; the kernel's crash report names the last system
+//! call on each CPU), or a result the kernel must never give: an unknown
+//! number not refused with `ENOSYS`, a negative result that is no errno, a
+//! write from or a thread at a kernel address accepted. Then the thread
+//! prints `fuzz: FAIL` with the seed and its last calls, and the program
+//! exits 1. What may happen: any error code. Calls that would end the
+//! program (exit, running garbage as a thread) are only made with
+//! arguments the kernel must refuse. A progress line every 10 000 calls
+//! per thread names the seed and the last call. A failure replays with
+//! `cargo run -- fuzz --seed <seed> --calls <calls> --threads <threads>`.
 
 #![no_std]
 #![no_main]
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use user::{
+    Errno,
     abi::{PAGE_SIZE, Syscall, USER_END, map, prot},
     println,
     raw::syscall4,
@@ -35,6 +41,21 @@ const MAX_THREADS: usize = 8;
 
 static ERRORS: AtomicU64 = AtomicU64::new(0);
 static SUCCESSES: AtomicU64 = AtomicU64::new(0);
+/// Set by the first thread that sees a result the kernel must never give;
+/// the others stop.
+static FAILED: AtomicBool = AtomicBool::new(false);
+
+/// How many of its last calls a thread shows when it finds a failure.
+const HISTORY: usize = 8;
+
+/// One call made: its number, arguments and raw result.
+#[derive(Clone, Copy, Default)]
+struct Call {
+    index: u64,
+    number: u64,
+    args: [u64; 4],
+    result: i64,
+}
 
 /// xorshift64*: small, fast, and the same sequence for the same seed.
 struct Rng(u64);
@@ -86,51 +107,104 @@ fn flags(rng: &mut Rng) -> u64 {
     }
 }
 
-/// One random call; returns its number and arguments for the progress line.
-fn one_call(rng: &mut Rng) -> (u64, [u64; 4]) {
+/// A kernel address that no call may accept as a user buffer or entry.
+const KERNEL_ADDRESS: u64 = 0xffff_8000_0000_0000;
+
+/// One random call; `None` if it was skipped (it would end or block the
+/// program).
+fn one_call(rng: &mut Rng, index: u64) -> Option<Call> {
     let number = match rng.below(20) {
         19 => 18 + rng.below(1000),
         n => n,
     };
     let args = [address(rng), length(rng), flags(rng), flags(rng)];
-    let safe = match Syscall::from_number(number) {
+    let args = match Syscall::from_number(number) {
         // Would end the program or block it indefinitely: skip, or only
         // with arguments the kernel refuses.
-        Some(Syscall::Exit | Syscall::ThreadExit | Syscall::ThreadJoin | Syscall::Wait) => None,
-        Some(Syscall::ThreadSpawn) => Some([0xffff_8000_0000_0000, args[1], args[2], 0]),
-        Some(Syscall::Sleep) => Some([rng.below(100_000), 0, 0, 0]),
+        Some(Syscall::Exit | Syscall::ThreadExit | Syscall::ThreadJoin | Syscall::Wait) => {
+            return None;
+        }
+        Some(Syscall::ThreadSpawn) => [KERNEL_ADDRESS, args[1], args[2], 0],
+        Some(Syscall::Sleep) => [rng.below(100_000), 0, 0, 0],
         // Only buffers the kernel must refuse: a successful write of random
         // memory would flood the console.
-        Some(Syscall::Write) => Some([0xffff_8000_0000_0000 | args[0], args[1], 0, 0]),
-        Some(Syscall::SetAffinity) => Some([rng.below(12) | (rng.below(2) * u64::MAX), 0, 0, 0]),
+        Some(Syscall::Write) => [KERNEL_ADDRESS | args[0], args[1], 0, 0],
+        Some(Syscall::SetAffinity) => [rng.below(12) | (rng.below(2) * u64::MAX), 0, 0, 0],
         // Keep spawns to names that do not exist (a real program would
         // outlive the fuzzer as a zombie nobody waits for).
-        Some(Syscall::Spawn) => Some([args[0], args[1].min(64), args[2], args[3]]),
-        _ => Some(args),
+        Some(Syscall::Spawn) => [args[0], args[1].min(64), args[2], args[3]],
+        _ => args,
     };
-    match safe {
-        Some(args) => {
-            // SAFETY: every address the call may write lies in the
-            // playground or is refused by the kernel; the playground holds
-            // nothing this program relies on.
-            let result = unsafe { syscall4(number, args[0], args[1], args[2], args[3]) };
-            if result < 0 {
-                ERRORS.fetch_add(1, Ordering::Relaxed);
-            } else {
-                SUCCESSES.fetch_add(1, Ordering::Relaxed);
-            }
-            (number, args)
+    // SAFETY: every address the call may write lies in the playground or
+    // is refused by the kernel; the playground holds nothing this program
+    // relies on.
+    let result = unsafe { syscall4(number, args[0], args[1], args[2], args[3]) };
+    if result < 0 {
+        ERRORS.fetch_add(1, Ordering::Relaxed);
+    } else {
+        SUCCESSES.fetch_add(1, Ordering::Relaxed);
+    }
+    Some(Call {
+        index,
+        number,
+        args,
+        result,
+    })
+}
+
+/// Why `call`'s result is one the kernel must never give, if it is.
+fn violation(call: &Call) -> Option<&'static str> {
+    if call.result < 0 && Errno::from_return(call.result).is_none() {
+        return Some("a negative result that is no errno");
+    }
+    match Syscall::from_number(call.number) {
+        None if call.result != -(Errno::NoSys as i64) => {
+            Some("an unknown system call not refused with ENOSYS")
         }
-        None => (number, [0; 4]),
+        Some(Syscall::Write) if call.result >= 0 => Some("a write from kernel memory accepted"),
+        Some(Syscall::ThreadSpawn) if call.result >= 0 => {
+            Some("a thread at a kernel address accepted")
+        }
+        _ => None,
     }
 }
 
+fn print_call(call: &Call) {
+    println!(
+        "fuzz:   call {}: {} {:x?} -> {}",
+        call.index, call.number, call.args, call.result
+    );
+}
+
+/// Makes `calls` calls; returns 1 if one broke a rule (after printing the
+/// seed and the last calls), else 0.
 fn run(seed: u64, thread: usize, calls: u64) -> u64 {
     let mut rng = Rng(seed ^ (thread as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-    for call in 1..=calls {
-        let (number, args) = one_call(&mut rng);
-        if call % 10_000 == 0 {
-            println!("fuzz: seed {seed} thread {thread} call {call}: last {number} {args:x?}");
+    let mut history = [Call::default(); HISTORY];
+    let mut made = 0;
+    for index in 1..=calls {
+        if FAILED.load(Ordering::Relaxed) {
+            return 0;
+        }
+        let Some(call) = one_call(&mut rng, index) else {
+            continue;
+        };
+        history[made % HISTORY] = call;
+        made += 1;
+        if let Some(why) = violation(&call) {
+            FAILED.store(true, Ordering::Relaxed);
+            println!("fuzz: FAIL seed {seed} thread {thread} call {index}: {why}");
+            println!("fuzz: the last calls of thread {thread} (number, arguments -> result):");
+            for back in (1..=made.min(HISTORY)).rev() {
+                print_call(&history[(made - back) % HISTORY]);
+            }
+            return 1;
+        }
+        if index % 10_000 == 0 {
+            println!(
+                "fuzz: seed {seed} thread {thread} call {index}: last {} {:x?}",
+                call.number, call.args
+            );
         }
     }
     0
@@ -155,8 +229,15 @@ fn main(args: &str) -> i32 {
         })
         .ok();
     }
+    let mut failures = 0;
     for handle in handles.into_iter().flatten() {
-        let _ = handle.join();
+        if handle.join() != Ok(0) {
+            failures += 1;
+        }
+    }
+    if failures > 0 {
+        println!("fuzz: FAIL seed {seed}: {failures} threads found a broken rule");
+        return 1;
     }
     println!(
         "fuzz: done, seed {seed}: {} calls returned a value, {} an error",

@@ -1,12 +1,13 @@
 //! Processes cannot hurt each other: faults kill only the faulting process,
 //! and two processes see different memory at the same address.
 //!
-//! `isolation` (no argument) starts, all at once: three `fault` programs
-//! (kernel read, write to a read-only page, executing data) and two copies
-//! of itself in `guard` mode, each writing its own pattern at the same fixed
-//! address and checking it is still there after the others ran. It exits 0
-//! only if every faulting child was killed (exit code 139) and both guards
-//! finished intact.
+//! `isolation` (no argument) starts two copies of itself in `guard` mode,
+//! each writing its own pattern at the same fixed address and checking, for
+//! a while, that it stays there; then, while the guards run, one `fault`
+//! program per forbidden access: reading, writing and calling kernel memory,
+//! writing a read-only page, executing a data page, and reading the guards'
+//! address, where this process has nothing. It exits 0 only if every
+//! faulting child was killed (exit code 139) and both guards finished intact.
 
 #![no_std]
 #![no_main]
@@ -51,7 +52,7 @@ fn guard(value: u8) -> i32 {
     // SAFETY: `page` is a fresh read-write page of PAGE_SIZE bytes.
     let bytes = unsafe { core::slice::from_raw_parts_mut(page, PAGE_SIZE as usize) };
     bytes.fill(value);
-    for _ in 0..20 {
+    for _ in 0..100 {
         let _ = sys::sleep(2_000_000);
         if bytes.iter().any(|&byte| byte != value) {
             println!("guard {value}: another process's data appeared at {SHARED_ADDRESS:#x}");
@@ -63,13 +64,16 @@ fn guard(value: u8) -> i32 {
 
 fn supervise() -> i32 {
     let children = [
-        ("fault", "kernel-read", KILLED),
-        ("fault", "write-ro", KILLED),
-        ("fault", "exec-data", KILLED),
         ("isolation", "guard 170", 0),
         ("isolation", "guard 85", 0),
+        ("fault", "kernel-read", KILLED),
+        ("fault", "kernel-write", KILLED),
+        ("fault", "kernel-exec", KILLED),
+        ("fault", "write-ro", KILLED),
+        ("fault", "exec-data", KILLED),
+        ("fault", "peek", KILLED),
     ];
-    let mut pids = [0u64; 5];
+    let mut pids = [0u64; 8];
     for (pid, (program, args, _)) in pids.iter_mut().zip(children) {
         match sys::spawn(program, args) {
             Ok(child) => *pid = child,
