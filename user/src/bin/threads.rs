@@ -1,7 +1,9 @@
 //! Runs threads on several CPUs at once: `threads <n> [<ncpu>]`.
 //!
 //! Thread `i` pins itself to CPU `i % ncpu` (`ncpu` defaults to `n`: one
-//! CPU per thread), then spins for [`SPIN_NS`] reading the clock. Each
+//! CPU per thread), then spins reading the clock for at least [`SPIN_NS`]
+//! and until every thread has started (so a slow emulator does not make
+//! them run one after the other), giving up after [`GIVE_UP_NS`]. Each
 //! reports its CPU and the clock at start and end; the main thread joins
 //! them all and prints a summary: how many joined, how many distinct CPUs
 //! they ran on, and whether all of them were running at one moment (the
@@ -11,7 +13,7 @@
 #![no_std]
 #![no_main]
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use user::{println, sys, thread};
 
@@ -21,8 +23,13 @@ user::entry!(main);
 /// main thread.
 const MAX_THREADS: usize = user::abi::MAX_THREADS - 1;
 
-/// How long each thread keeps its CPU busy, in nanoseconds.
+/// How long each thread keeps its CPU busy at least, in nanoseconds.
 const SPIN_NS: u64 = 50_000_000;
+/// How long a thread waits for the others to start before it stops anyway.
+const GIVE_UP_NS: u64 = 10_000_000_000;
+
+/// Threads that have started spinning.
+static STARTED: AtomicUsize = AtomicUsize::new(0);
 
 /// What one thread found, written by it, read by `main` after the join.
 struct Report {
@@ -54,7 +61,7 @@ fn main(args: &str) -> i32 {
     let mut handles = [const { None }; MAX_THREADS];
     for (index, handle) in handles.iter_mut().enumerate().take(count) {
         let cpu = (index % ncpu) as u64;
-        match thread::spawn(move || run(index, cpu)) {
+        match thread::spawn(move || run(index, cpu, count)) {
             Ok(spawned) => *handle = Some(spawned),
             Err(error) => println!("threads: spawning thread {index} failed: {error:?}"),
         }
@@ -88,21 +95,26 @@ fn main(args: &str) -> i32 {
     if joined == count { 0 } else { 1 }
 }
 
-/// The body of thread `index`: pin to `cpu`, spin, report.
-fn run(index: usize, cpu: u64) -> u64 {
+/// The body of thread `index` of `count`: pin to `cpu`, spin, report.
+fn run(index: usize, cpu: u64, count: usize) -> u64 {
     if let Err(error) = sys::set_affinity(cpu) {
         println!("thread {index}: cannot pin to cpu {cpu}: {error:?}");
     }
     let start = sys::clock().expect("clock");
+    STARTED.fetch_add(1, Ordering::AcqRel);
     let mut now = start;
-    while now - start < SPIN_NS {
+    while (now - start < SPIN_NS || STARTED.load(Ordering::Acquire) < count)
+        && now - start < GIVE_UP_NS
+    {
         now = sys::clock().expect("clock");
     }
+    // Read again: a thread preempted inside the loop saw an old `now`.
+    let end = sys::clock().expect("clock");
     let on = sys::cpu_id().expect("cpu_id");
     let report = &REPORTS[index];
     report.cpu.store(on, Ordering::Relaxed);
     report.start.store(start, Ordering::Relaxed);
-    report.end.store(now, Ordering::Relaxed);
-    println!("thread {index}: cpu {on}, clock {start} .. {now} ns");
+    report.end.store(end, Ordering::Relaxed);
+    println!("thread {index}: cpu {on}, clock {start} .. {end} ns");
     index as u64
 }
