@@ -99,6 +99,7 @@ const SUITES: &[&[Test]] = &[
     crate::smp::tests::TESTS,
     crate::task::tests::TESTS,
     crate::tlb::tests::TESTS,
+    crate::tlb_latency::tests::TESTS,
     selfcheck::TESTS,
 ];
 
