@@ -5,8 +5,10 @@
 //! `bootloader` crate. [`qemu`] boots one of them with a chosen CPU model,
 //! CPU count and kernel command line, enforces a timeout and maps QEMU's exit
 //! status to an outcome. [`report`] turns the kernel's `ktest:` lines into
-//! per-test results. [`cli`] is the `cargo run` front end.
+//! per-test results. [`cli`] is the `cargo run` front end, and [`bench`]
+//! its benchmarks.
 
+pub mod bench;
 pub mod cli;
 pub mod qemu;
 pub mod report;
