@@ -71,7 +71,8 @@ fn metrics() -> Vec<Metric> {
         program("iterations", "iterations", Format::Count),
         program("failed_tasks", "failed tasks", Format::Count),
         program("promotions", "promotions", Format::Count),
-        program("ipis_sent_per_iter", "IPIs/iter", Format::Ratio),
+        program("ipis_sent_per_iter", "IPIs sent/iter", Format::Ratio),
+        program("ipis_received_per_iter", "IPIs handled/iter", Format::Ratio),
         program(
             "flush_handler_runs_per_iter",
             "handler runs/iter",
@@ -185,6 +186,7 @@ pub fn report(plan: &Plan, samples: &[Sample]) -> String {
             &[
                 "promotions",
                 "ipis_sent_per_iter",
+                "ipis_received_per_iter",
                 "flush_handler_runs_per_iter",
                 "local_full_flushes_per_iter",
                 "local_partial_flushes_per_iter",
