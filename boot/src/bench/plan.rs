@@ -11,7 +11,11 @@
 //! Whatever slowly changes on the host (other jobs, thermal state) then
 //! affects every column alike instead of biasing the one that ran last,
 //! and each repeat gives a *pair* of neighbouring runs whose ratio is
-//! meaningful on its own.
+//! meaningful on its own. Even repeats run a row's columns in reverse
+//! order (ipi, broadcast-sw; then broadcast-sw, ipi; ...): on the shared
+//! 2-core host the first and second run of a pair were seen to differ by
+//! up to a third whatever they ran, and alternating the order spreads
+//! that over both columns instead of favouring one.
 
 use std::time::Duration;
 
@@ -137,7 +141,15 @@ impl Plan {
         (1..=self.repeat)
             .flat_map(|rep| {
                 (0..self.rows.len()).flat_map(move |row| {
-                    (0..self.columns.len()).map(move |column| Step { row, column, rep })
+                    let columns = self.columns.len();
+                    (0..columns).map(move |place| {
+                        let column = if rep % 2 == 0 {
+                            columns - 1 - place
+                        } else {
+                            place
+                        };
+                        Step { row, column, rep }
+                    })
                 })
             })
             .collect()
@@ -230,7 +242,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn runs_interleave_columns_within_each_repeat() {
+    fn runs_interleave_columns_and_alternate_their_order() {
         let plan = small_plan(2);
         let order: Vec<(usize, usize, usize)> = plan
             .steps()
@@ -244,10 +256,10 @@ pub(crate) mod tests {
                 (1, 0, 1),
                 (1, 1, 0),
                 (1, 1, 1),
-                (2, 0, 0),
                 (2, 0, 1),
-                (2, 1, 0),
-                (2, 1, 1)
+                (2, 0, 0),
+                (2, 1, 1),
+                (2, 1, 0)
             ]
         );
         assert_eq!(
