@@ -181,7 +181,7 @@ fn batched_pageout_sends_fewer_ipis_than_per_page_flushes() {
             .find(|run| run["helpers"] == helpers && run["batch"] == batch)
             .unwrap_or_else(|| panic!("no run with helpers={helpers} batch={batch}"));
         assert!(number(run, "ns_per_loop") > 0.0, "{run:?}");
-        number(run, "ipis_per_loop")
+        number(run, "ipis_sent_per_loop")
     };
     // Three busy CPUs: one round of 3 IPIs per loop against one per page.
     let (batched, per_page) = (ipis("busy", "on"), ipis("busy", "off"));

@@ -91,7 +91,8 @@ const fn program(key: &'static str, heading: &'static str, format: Format) -> Me
 fn metrics() -> Vec<Metric> {
     let mut metrics = vec![
         program("ns_per_loop", "time/loop", Format::Nanos),
-        program("ipis_per_loop", "IPIs/loop", Format::Ratio),
+        program("ipis_sent_per_loop", "IPIs sent/loop", Format::Ratio),
+        program("ipis_received_per_loop", "IPIs handled/loop", Format::Ratio),
         program(
             "flush_handler_runs_per_loop",
             "handler runs/loop",
@@ -190,11 +191,17 @@ pub fn plan(args: &PageoutArgs) -> Result<Plan, String> {
 pub fn report(plan: &Plan, samples: &[Sample]) -> String {
     [
         table::comparison(plan, samples, "ns_per_loop", "time per loop"),
-        table::comparison(plan, samples, "ipis_per_loop", "flush IPIs per loop"),
+        table::comparison(
+            plan,
+            samples,
+            "ipis_received_per_loop",
+            "flush IPIs handled per loop (a software broadcast counts once per online CPU)",
+        ),
         table::details(
             plan,
             samples,
             &[
+                "ipis_sent_per_loop",
                 "flush_handler_runs_per_loop",
                 "batch_flushes_per_loop",
                 "local_full_flushes_per_loop",

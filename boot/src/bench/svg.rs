@@ -1,8 +1,13 @@
 //! A line plot as a self-contained SVG file, written by hand: one line per
 //! series through the medians, a vertical bar from min to max at every
-//! point, a y axis from zero (ratios are read off the heights), category
-//! labels on the x axis, and a legend. Any browser shows it; no plotting
-//! library is needed for a handful of points.
+//! point, category labels on the x axis, and a legend. Any browser shows
+//! it; no plotting library is needed for a handful of points.
+//!
+//! The y axis starts at zero, so heights compare as ratios, unless the
+//! values span more than [`LOG_SPAN`] times from smallest to largest (a
+//! shootdown-bound benchmark falls from thousands of iterations per second
+//! to tens): then it is logarithmic, where equal ratios are equal
+//! distances and small values stay visible.
 
 use std::fmt::Write;
 
@@ -34,7 +39,11 @@ const BOTTOM: f64 = 60.0;
 const COLORS: [&str; 6] = [
     "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
 ];
+/// About this many steps on a linear axis.
 const Y_TICKS: f64 = 5.0;
+/// From this ratio of the largest to the smallest value on, the axis is
+/// logarithmic.
+const LOG_SPAN: f64 = 20.0;
 
 fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
@@ -58,22 +67,85 @@ fn tick_step(max: f64) -> f64 {
         .unwrap_or(10.0 * magnitude)
 }
 
+/// How values map to heights.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Scale {
+    /// From 0 to `ticks` steps of `step`.
+    Linear { step: f64, ticks: u32 },
+    /// From `10^low` to `10^high`.
+    Log { low: i32, high: i32 },
+}
+
+impl Scale {
+    /// The scale for values from `min` to `max`.
+    fn fitting(min: f64, max: f64) -> Self {
+        if min > 0.0 && max / min > LOG_SPAN {
+            Self::Log {
+                low: min.log10().floor() as i32,
+                high: max.log10().ceil() as i32,
+            }
+        } else {
+            let step = tick_step(max);
+            Self::Linear {
+                step,
+                ticks: ((max / step).ceil() as u32).max(1),
+            }
+        }
+    }
+
+    /// Where `value` lies, from 0 (bottom) to 1 (top).
+    fn fraction(self, value: f64) -> f64 {
+        match self {
+            Self::Linear { step, ticks } => value / (step * f64::from(ticks)),
+            Self::Log { low, high } => {
+                (value.max(f64::MIN_POSITIVE).log10() - f64::from(low)) / f64::from(high - low)
+            }
+        }
+    }
+
+    /// Grid lines: `(value, labelled)`.
+    fn grid(self) -> Vec<(f64, bool)> {
+        match self {
+            Self::Linear { step, ticks } => (0..=ticks)
+                .map(|tick| (step * f64::from(tick), true))
+                .collect(),
+            Self::Log { low, high } => (low..=high)
+                .flat_map(|exponent| {
+                    let power = 10f64.powi(exponent);
+                    let minor = if exponent < high {
+                        vec![(2.0 * power, false), (5.0 * power, false)]
+                    } else {
+                        vec![]
+                    };
+                    std::iter::once((power, true)).chain(minor)
+                })
+                .collect(),
+        }
+    }
+}
+
 impl Plot<'_> {
     /// The SVG document.
     pub fn render(&self) -> String {
-        let top_value = self
-            .series
-            .iter()
-            .flat_map(|series| series.points.iter().flatten())
-            .map(|spread| spread.max)
-            .fold(0.0, f64::max);
-        let step = tick_step(top_value);
-        let y_max = step * Y_TICKS;
+        let spreads = || {
+            self.series
+                .iter()
+                .flat_map(|series| series.points.iter().flatten())
+        };
+        let top_value = spreads().map(|spread| spread.max).fold(0.0, f64::max);
+        let bottom_value = spreads()
+            .map(|spread| spread.min)
+            .fold(f64::INFINITY, f64::min);
+        let scale = Scale::fitting(bottom_value, top_value);
         let plot_width = WIDTH - LEFT - RIGHT;
         let plot_height = HEIGHT - TOP - BOTTOM;
         let slot = plot_width / self.categories.len().max(1) as f64;
         let x = |index: usize| LEFT + (index as f64 + 0.5) * slot;
-        let y = |value: f64| TOP + plot_height * (1.0 - value / y_max);
+        let y = |value: f64| TOP + plot_height * (1.0 - scale.fraction(value));
+        let y_label = match scale {
+            Scale::Linear { .. } => self.y_label.to_string(),
+            Scale::Log { .. } => format!("{} (log scale)", self.y_label),
+        };
 
         let mut svg = String::new();
         // Writing into a String cannot fail.
@@ -92,17 +164,24 @@ impl Plot<'_> {
             escape(self.title)
         );
         // Horizontal grid lines and y ticks.
-        for tick in 0..=Y_TICKS as usize {
-            let value = step * tick as f64;
-            let _ = writeln!(
+        for (value, labelled) in scale.grid() {
+            let _ = write!(
                 svg,
-                r##"<line x1="{LEFT}" y1="{0:.1}" x2="{1:.1}" y2="{0:.1}" stroke="#ddd"/><text x="{2:.1}" y="{3:.1}" text-anchor="end">{4}</text>"##,
+                r##"<line x1="{LEFT}" y1="{0:.1}" x2="{1:.1}" y2="{0:.1}" stroke="{2}"/>"##,
                 y(value),
                 LEFT + plot_width,
-                LEFT - 6.0,
-                y(value) + 4.0,
-                escape(&(self.format_y)(value))
+                if labelled { "#ccc" } else { "#eee" },
             );
+            if labelled {
+                let _ = write!(
+                    svg,
+                    r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+                    LEFT - 6.0,
+                    y(value) + 4.0,
+                    escape(&(self.format_y)(value))
+                );
+            }
+            svg.push('\n');
         }
         // Axes and their labels.
         let _ = writeln!(
@@ -131,7 +210,7 @@ impl Plot<'_> {
             svg,
             r#"<text transform="translate(18 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
             TOP + plot_height / 2.0,
-            escape(self.y_label)
+            escape(&y_label)
         );
         // The series: spread bars, the line through the medians, the points.
         for (number, series) in self.series.iter().enumerate() {
@@ -198,6 +277,36 @@ mod tests {
         for max in [0.3, 7.0, 99.0, 12_345.0, 1.27e6] {
             assert!(tick_step(max) * Y_TICKS >= max, "{max}");
         }
+    }
+
+    #[test]
+    fn wide_ranges_get_a_log_axis() {
+        assert_eq!(
+            Scale::fitting(0.0, 1000.0),
+            Scale::Linear {
+                step: 200.0,
+                ticks: 5
+            }
+        );
+        // The axis ends at the first step past the data, not at 5 steps.
+        assert_eq!(
+            Scale::fitting(100.0, 530.0),
+            Scale::Linear {
+                step: 200.0,
+                ticks: 3
+            }
+        );
+        let log = Scale::fitting(9.0, 5300.0);
+        assert_eq!(log, Scale::Log { low: 0, high: 4 });
+        assert_eq!(log.fraction(1.0), 0.0);
+        assert_eq!(log.fraction(100.0), 0.5);
+        assert_eq!(log.fraction(10_000.0), 1.0);
+        let labelled: Vec<f64> = log
+            .grid()
+            .into_iter()
+            .filter_map(|(value, labelled)| labelled.then_some(value))
+            .collect();
+        assert_eq!(labelled, [1.0, 10.0, 100.0, 1000.0, 10_000.0]);
     }
 
     #[test]

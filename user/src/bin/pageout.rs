@@ -22,12 +22,15 @@
 //! It prints one line, for example:
 //!
 //! ```text
-//! pageout: helpers=busy pages=256 loops=20 ns_per_loop=81234567 ipis_per_loop=3.000 batch_flushes_per_loop=1.000 ...
+//! pageout: helpers=busy pages=256 loops=20 ns_per_loop=81234567 ipis_sent_per_loop=3.000 ...
 //! ```
 //!
 //! Counters are totals over all CPUs during the measured loops, divided by
 //! the loops; `batch_flushes_per_loop` is 1 with batching and 0 without
-//! (`tlb.batch=off`). A page that comes back from swap changed is a failure
+//! (`tlb.batch=off`). `ipis_sent` counts targeted flush IPIs;
+//! `ipis_received` counts flush-handler runs by IPI on every CPU, which
+//! also covers the software broadcast (it runs on every online CPU, the
+//! initiator included). A page that comes back from swap changed is a failure
 //! (exit status 1).
 
 #![no_std]
@@ -145,9 +148,10 @@ fn run(loops: u64, helpers: &str, pages: u64) -> Result<(), &'static str> {
 
     let per_loop = |name: &str| Ratio::new(cost.get(name), loops);
     println!(
-        "pageout: helpers={helpers} pages={pages} loops={loops} ns_per_loop={} ipis_per_loop={} flush_handler_runs_per_loop={} batch_flushes_per_loop={} local_full_flushes_per_loop={} local_partial_flushes_per_loop={} broadcast_ops_per_loop={}",
+        "pageout: helpers={helpers} pages={pages} loops={loops} ns_per_loop={} ipis_sent_per_loop={} ipis_received_per_loop={} flush_handler_runs_per_loop={} batch_flushes_per_loop={} local_full_flushes_per_loop={} local_partial_flushes_per_loop={} broadcast_ops_per_loop={}",
         took / loops,
         per_loop("ipis_sent"),
+        per_loop("ipis_received"),
         per_loop("flush_handler_runs"),
         per_loop("batch_flushes"),
         per_loop("local_full_flushes"),
