@@ -1,10 +1,24 @@
-//! `cargo run -- [OPTIONS] [KERNEL OPTIONS...]`: boot the kernel in QEMU.
+//! The `cargo run` front end.
+//!
+//! - `cargo run -- [OPTIONS] [KERNEL OPTIONS...]`: boot the kernel once in
+//!   QEMU (the default, no command word);
+//! - `cargo run --release -- bench <workload> [...]`: the benchmarks (see
+//!   [`crate::bench`]);
+//! - `cargo run -- fuzz --calls N --seed S`: a long fuzzer run (see
+//!   [`crate::fuzz`]).
+//!
+//! Kernel options always contain `=`, so they can never be mistaken for a
+//! command word. A new command is one more variant of [`Command`] and one
+//! more arm in [`main`].
 
 use std::{process::ExitCode, time::Duration};
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
-use crate::qemu::{self, Accelerator, Firmware, Outcome, QemuConfig};
+use crate::{
+    bench::{self, BenchCommand},
+    qemu::{self, Accelerator, Firmware, Outcome, QemuConfig},
+};
 
 /// Boot the shootdown teaching kernel in QEMU.
 ///
@@ -12,12 +26,28 @@ use crate::qemu::{self, Accelerator, Firmware, Outcome, QemuConfig};
 /// `cargo run -- --smp 2 test=frames` or `cargo run -- run=list`.
 #[derive(Debug, Parser)]
 #[command(version, about, args_conflicts_with_subcommands = true)]
-struct Args {
+struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
-    /// Number of CPUs.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
-    smp: u32,
+    #[command(flatten)]
+    boot: BootArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a benchmark: one boot per configuration and repeat, then tables
+    /// (and optionally CSV and SVG). Use `--release`.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+    /// Run the system-call fuzzer: seeded hostile system calls from several
+    /// threads on several CPUs.
+    Fuzz(crate::fuzz::FuzzArgs),
+}
+
+/// The machine QEMU emulates, apart from the CPU count (which each command
+/// chooses its own way).
+#[derive(Clone, Debug, Args)]
+pub struct MachineArgs {
     /// QEMU CPU model [default: EPYC-Milan under TCG, host under KVM].
     #[arg(long)]
     cpu: Option<String>,
@@ -30,6 +60,45 @@ struct Args {
     /// Boot the UEFI image with OVMF instead of the BIOS image.
     #[arg(long)]
     uefi: bool,
+}
+
+impl Default for MachineArgs {
+    fn default() -> Self {
+        let config = QemuConfig::default();
+        Self {
+            cpu: config.cpu_model,
+            memory: config.memory,
+            accel: config.accelerator,
+            uefi: config.firmware == Firmware::Uefi,
+        }
+    }
+}
+
+impl MachineArgs {
+    /// A QEMU configuration for this machine (other fields as defaults).
+    pub fn qemu_config(&self) -> QemuConfig {
+        QemuConfig {
+            cpu_model: self.cpu.clone(),
+            memory: self.memory.clone(),
+            accelerator: self.accel,
+            firmware: if self.uefi {
+                Firmware::Uefi
+            } else {
+                Firmware::Bios
+            },
+            ..QemuConfig::default()
+        }
+    }
+}
+
+/// Options of a plain boot.
+#[derive(Debug, Args)]
+struct BootArgs {
+    /// Number of CPUs.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    smp: u32,
+    #[command(flatten)]
+    machine: MachineArgs,
     /// Start QEMU's GDB stub on tcp::1234 and wait for a debugger (no timeout).
     #[arg(long)]
     gdb: bool,
@@ -41,11 +110,6 @@ struct Args {
     stall_timeout: Option<u64>,
     /// Kernel command line words (key=value).
     kernel_options: Vec<String>,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    Fuzz(crate::fuzz::FuzzArgs),
 }
 
 /// Accepts a number with an optional K, M or G suffix, as QEMU's `-m` does.
@@ -60,25 +124,33 @@ fn parse_memory(text: &str) -> Result<String, String> {
 }
 
 pub fn main() -> ExitCode {
-    let args = Args::parse();
-    if let Some(Command::Fuzz(fuzz)) = args.command {
-        return crate::fuzz::main(fuzz);
+    let cli = Cli::parse();
+    match cli.command {
+        None => boot(cli.boot),
+        Some(Command::Bench(command)) => bench::main(&command),
+        Some(Command::Fuzz(fuzz)) => crate::fuzz::main(fuzz),
+    }
+}
+
+/// Boots once, echoing the serial output, and reports how it ended.
+fn boot(args: BootArgs) -> ExitCode {
+    // The kernel would reject such a word too, but only after booting; a
+    // command word after an option lands here as well.
+    if let Some(word) = args.kernel_options.iter().find(|word| !word.contains('=')) {
+        eprintln!(
+            "runner: '{word}' is not a kernel option (key=value); \
+             a command (bench, fuzz) must come first: `cargo run -- help`"
+        );
+        return ExitCode::FAILURE;
     }
     let config = QemuConfig {
         cpus: args.smp,
-        cpu_model: args.cpu,
-        memory: args.memory,
-        accelerator: args.accel,
-        firmware: if args.uefi {
-            Firmware::Uefi
-        } else {
-            Firmware::Bios
-        },
         gdb: args.gdb,
         timeout: Duration::from_secs(args.timeout),
         stall_timeout: args.stall_timeout.map(Duration::from_secs),
         cmdline: args.kernel_options.join(" "),
         echo: true,
+        ..args.machine.qemu_config()
     };
     if config.gdb {
         eprintln!("runner: waiting for GDB on tcp::1234 (gdb -ex 'target remote :1234')");

@@ -45,6 +45,7 @@ mod task;
 mod time;
 mod tlb;
 mod tlb_broadcast;
+mod tlb_latency;
 
 use bootloader_api::{BootInfo, BootloaderConfig, config::Mapping, entry_point};
 use spin::Once;
@@ -128,6 +129,7 @@ fn kernel_main(boot_info: &'static mut BootInfo) -> ! {
         },
     };
     println!("{}", tlb::counters_line());
+    println!("{}", tlb_latency::line());
     exit_qemu(outcome)
 }
 

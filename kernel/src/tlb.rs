@@ -335,12 +335,14 @@ pub fn enter_lazy() {
 /// Makes every CPU stop using `start..end` of `space` (after the page-table
 /// change). `freed_tables`: page-table pages are about to be freed.
 pub fn flush_range(space: &AddressSpaceTlb, start: u64, end: u64, freed_tables: bool) {
+    let timing = crate::tlb_latency::Timing::start();
     system().flush_tlb_mm_range(
         &KernelTlb,
         space,
         FlushRange::pages(start, end),
         freed_tables,
     );
+    timing.finish();
 }
 
 /// Makes every CPU that still has `space` loaded (lazily: no thread of it
@@ -373,7 +375,9 @@ pub fn flush_kernel_range(start: u64, end: u64) {
 
 /// Makes every CPU stop using anything of `space`.
 pub fn flush_all(space: &AddressSpaceTlb, freed_tables: bool) {
+    let timing = crate::tlb_latency::Timing::start();
     system().flush_tlb_mm_range(&KernelTlb, space, FlushRange::All, freed_tables);
+    timing.finish();
 }
 
 /// Flushes the pages of `space` whose entries reclaim cleared: one deferred
@@ -381,9 +385,11 @@ pub fn flush_all(space: &AddressSpaceTlb, freed_tables: bool) {
 /// (`tlb.batch=off`), one flush per page.
 pub fn flush_reclaimed(space: &AddressSpaceTlb, pages: &[u64]) {
     if state().batch_reclaim {
+        let timing = crate::tlb_latency::Timing::start();
         let mut batch = FlushBatch::new();
         system().batch_add_pending(&mut batch, space);
         system().batch_flush(&KernelTlb, &mut batch);
+        timing.finish();
     } else {
         for &page in pages {
             flush_range(space, page, page + abi::PAGE_SIZE, false);

@@ -5,7 +5,10 @@
 //! typed wrappers in [`sys`] turn its return value into
 //! `Result<_, abi::Errno>`. On top of those: [`print!`]/[`println!`] on the
 //! console, [`thread::spawn`] for more threads, and the glue ([`entry!`])
-//! that starts a program and ends it with its exit code.
+//! that starts a program and ends it with its exit code. For the TLB
+//! workloads: [`tlb_stats`] (the kernel's counters), [`helpers`] (threads
+//! that keep the address space on other CPUs) and [`ratio`] (per-iteration
+//! numbers without floating point).
 //!
 //! # How the kernel starts a program
 //!
@@ -43,6 +46,8 @@
 #![warn(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
 pub mod console;
+pub mod helpers;
+pub mod ratio;
 pub mod raw;
 pub mod rt;
 pub mod sys;

@@ -26,6 +26,16 @@ impl TlbCounters {
         Ok(Self { values })
     }
 
+    /// Every counter, in the order of [`TLB_COUNTER_NAMES`].
+    pub fn values(&self) -> [u64; TLB_COUNTER_NAMES.len()] {
+        self.values
+    }
+
+    /// A snapshot made of values saved with [`TlbCounters::values`].
+    pub fn from_values(values: [u64; TLB_COUNTER_NAMES.len()]) -> Self {
+        Self { values }
+    }
+
     /// The counter called `name` (0 for an unknown name).
     pub fn get(&self, name: &str) -> u64 {
         TLB_COUNTER_NAMES

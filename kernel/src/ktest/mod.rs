@@ -103,6 +103,7 @@ const SUITES: &[&[Test]] = &[
     crate::task::tests::TESTS,
     crate::tlb::tests::TESTS,
     crate::tlb_broadcast::tests::TESTS,
+    crate::tlb_latency::tests::TESTS,
     selfcheck::TESTS,
 ];
 

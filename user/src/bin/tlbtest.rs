@@ -30,8 +30,8 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use user::{
     abi::{PAGE_SIZE, advice, prot},
+    helpers::{Activity, Helpers},
     println, sys, thread,
-    thread::JoinHandle,
     tlb_stats::TlbCounters,
 };
 
@@ -42,9 +42,6 @@ const MAX_CHILDREN: usize = 16;
 /// Discards before measuring, so the promotion check (at most once per
 /// 32 ms per address space) has run several times.
 const WARM_UP_FLUSHES: u64 = 300;
-
-static STOP: AtomicBool = AtomicBool::new(false);
-static SPINS: AtomicU64 = AtomicU64::new(0);
 
 fn main(args: &str) -> i32 {
     let mut words = args.split_whitespace();
@@ -73,40 +70,15 @@ fn main(args: &str) -> i32 {
     }
 }
 
-/// Starts a thread on each CPU in `cpus` that spins in this address space
-/// (reading `memory`) until [`STOP`].
-fn start_busy(
-    cpus: core::ops::Range<usize>,
-    memory: u64,
-) -> Result<[Option<JoinHandle>; MAX_CPUS], &'static str> {
-    let mut handles = [const { None }; MAX_CPUS];
-    let any = !cpus.is_empty();
-    for cpu in cpus {
-        let handle = thread::spawn(move || {
-            let _ = sys::set_affinity(cpu as u64);
-            while !STOP.load(Ordering::Relaxed) {
-                // SAFETY: `memory` stays mapped (and readable) until STOP.
-                let value = unsafe { (memory as *const u64).read_volatile() };
-                SPINS.fetch_add(value | 1, Ordering::Relaxed);
-            }
-            0
-        })
-        .map_err(|_| "cannot start a busy thread")?;
-        handles[cpu] = Some(handle);
-    }
-    // Let every busy thread reach its CPU before measuring.
-    while any && SPINS.load(Ordering::Relaxed) == 0 {
-        let _ = sys::yield_now();
-    }
-    let _ = sys::sleep(20_000_000);
-    Ok(handles)
-}
-
-fn stop_busy(handles: [Option<JoinHandle>; MAX_CPUS]) {
-    STOP.store(true, Ordering::Relaxed);
-    for handle in handles.into_iter().flatten() {
-        let _ = handle.join();
-    }
+/// Starts a helper spinning on each CPU of `cpus`, reading `memory`.
+fn start_busy(cpus: core::ops::Range<usize>, memory: u64) -> Result<Helpers, &'static str> {
+    Helpers::start(
+        cpus,
+        Activity::Spin {
+            reading: Some(memory),
+        },
+    )
+    .map_err(|_| "cannot start a busy thread")
 }
 
 fn map(pages: u64) -> Result<*mut u8, &'static str> {
@@ -139,7 +111,7 @@ fn promote(cpus: usize, flushes: u64, first_cpu: usize) -> Result<(), &'static s
         discard(scratch)?;
     }
     let end = TlbCounters::read().map_err(|_| "tlb_stats failed")?;
-    stop_busy(busy);
+    busy.stop();
     let promoted = end.since(&start).get("promotions") > 0;
     let measured = end.since(&warm);
     println!(
@@ -176,7 +148,7 @@ fn pageout(pages: u64, busy_cpus: usize) -> Result<(), &'static str> {
     let cost = TlbCounters::read()
         .map_err(|_| "tlb_stats failed")?
         .since(&before);
-    stop_busy(busy);
+    busy.stop();
     for page in 0..pages {
         // SAFETY: inside the region, which is still mapped.
         if unsafe { region.add((page * PAGE_SIZE) as usize).read_volatile() } != page as u8 {
@@ -283,9 +255,8 @@ fn lazy() -> Result<(), &'static str> {
     let freed = TlbCounters::read().map_err(|_| "tlb_stats failed")?;
     RELEASE.store(true, Ordering::Release);
     sleeper.join().map_err(|_| "join failed")?;
-    // The sleeper joined the gate, so the gate's handle cannot be joined;
-    // its stack goes with the process.
-    drop(gate);
+    // The sleeper joined the gate, so the gate's handle is not joined; its
+    // stack goes with the process.
 
     let saw = SAW.load(Ordering::Relaxed);
     let (before, after) = ((saw >> 8) as u8, saw as u8);

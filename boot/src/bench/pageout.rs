@@ -1,0 +1,218 @@
+//! `bench pageout`: the batched-flush seed's benchmark, time and IPIs per
+//! loop of the reclaim loop with batched flushes (`tlb.batch=on`, one flush
+//! round per `madvise(PAGEOUT)`) against per-page flushes (`off`), from the
+//! `pageout` program (`user/src/bin/pageout.rs`).
+//!
+//! Rows are the helper variant and TLB mode, columns the batching. The
+//! helper variant decides what there is to save: sleeping helpers leave
+//! their CPUs lazy, which ordinary flushes skip (few IPIs either way);
+//! busy helpers keep three other CPUs running the address space, so every
+//! flush round interrupts them.
+
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use super::{
+    CommonArgs, TlbMode, distinct,
+    plan::{Config, Format, LATENCY_METRICS, Metric, Plan, Sample, Source, Workload},
+    table,
+};
+
+/// The helper threads' activity (see `user::helpers`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Helpers {
+    /// Four helpers on CPUs 0-3 that only sleep (the seed's benchmark).
+    Sleep,
+    /// Three helpers spinning in user mode on CPUs 1-3.
+    Busy,
+}
+
+/// `tlb.batch=`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Batch {
+    On,
+    Off,
+}
+
+impl Batch {
+    fn name(self) -> &'static str {
+        match self {
+            Self::On => "on",
+            Self::Off => "off",
+        }
+    }
+}
+
+impl Helpers {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Sleep => "sleep",
+            Self::Busy => "busy",
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct PageoutArgs {
+    /// CPUs (the workload uses CPUs 0-3).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(4..=64))]
+    smp: u32,
+    /// TLB modes, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_enum,
+        default_value = "ipi,broadcast-sw"
+    )]
+    modes: Vec<TlbMode>,
+    /// Batching of the reclaim flush to compare, comma-separated.
+    #[arg(long, value_delimiter = ',', value_enum, default_value = "on,off")]
+    batch: Vec<Batch>,
+    /// Helper variants, comma-separated.
+    #[arg(long, value_delimiter = ',', value_enum, default_value = "sleep,busy")]
+    helpers: Vec<Helpers>,
+    /// Measured loops per run (after one unmeasured loop).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    loops: u64,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+const fn program(key: &'static str, heading: &'static str, format: Format) -> Metric {
+    Metric {
+        key,
+        source: Source::Program,
+        heading,
+        format,
+    }
+}
+
+fn metrics() -> Vec<Metric> {
+    let mut metrics = vec![
+        program("ns_per_loop", "time/loop", Format::Nanos),
+        program("ipis_sent_per_loop", "IPIs sent/loop", Format::Ratio),
+        program("ipis_received_per_loop", "IPIs handled/loop", Format::Ratio),
+        program(
+            "flush_handler_runs_per_loop",
+            "handler runs/loop",
+            Format::Ratio,
+        ),
+        program("batch_flushes_per_loop", "batches/loop", Format::Ratio),
+        program(
+            "local_full_flushes_per_loop",
+            "full flushes/loop",
+            Format::Ratio,
+        ),
+        program(
+            "local_partial_flushes_per_loop",
+            "partial flushes/loop",
+            Format::Ratio,
+        ),
+        program("broadcast_ops_per_loop", "broadcasts/loop", Format::Ratio),
+    ];
+    metrics.extend(LATENCY_METRICS);
+    metrics
+}
+
+/// The batching must be what the column says: a run whose kernel ignored
+/// `tlb.batch=` would compare nothing.
+fn check(plan: &Plan, sample: &Sample) -> Result<(), String> {
+    let batches = sample.values[plan.metric("batch_flushes_per_loop")].unwrap_or(0.0);
+    match plan.columns[sample.step.column].as_str() {
+        "on" if batches < 1.0 => Err(format!("tlb.batch=on but {batches} batch flushes per loop")),
+        "off" if batches != 0.0 => Err(format!(
+            "tlb.batch=off but {batches} batch flushes per loop"
+        )),
+        _ => Ok(()),
+    }
+}
+
+pub fn plan(args: &PageoutArgs) -> Result<Plan, String> {
+    distinct("modes", &args.modes, |mode| mode.name().to_string())?;
+    distinct("batch", &args.batch, |batch| batch.name().to_string())?;
+    distinct("helpers", &args.helpers, |helpers| {
+        helpers.name().to_string()
+    })?;
+    let extra = args
+        .common
+        .kernel_options(&["tlb", "tlb.batch", "exec", "run", "test"])?;
+    // Per-page flushes to three busy CPUs take about a second per loop
+    // under TCG; leave ten.
+    let timeout = Duration::from_secs(120 + 10 * args.loops);
+    let mut rows = Vec::new();
+    let mut configs = Vec::new();
+    for helpers in &args.helpers {
+        for mode in &args.modes {
+            rows.push(vec![helpers.name().to_string(), mode.name().to_string()]);
+            configs.push(
+                args.batch
+                    .iter()
+                    .map(|batch| Config {
+                        cpus: args.smp,
+                        cmdline: [
+                            format!("tlb={} tlb.batch={}", mode.name(), batch.name()),
+                            extra.clone(),
+                            format!("exec=pageout:{},{}", args.loops, helpers.name()),
+                        ]
+                        .into_iter()
+                        .filter(|part| !part.is_empty())
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                        timeout,
+                    })
+                    .collect(),
+            );
+        }
+    }
+    Ok(Plan {
+        workload: Workload {
+            name: "pageout",
+            summary_prefix: "pageout: helpers=",
+            metrics: metrics(),
+            check,
+        },
+        title: format!("pageout 1 MiB, {} CPUs, {} loops", args.smp, args.loops),
+        row_fields: vec!["helpers", "mode"],
+        rows,
+        column_field: "batch",
+        columns: args
+            .batch
+            .iter()
+            .map(|batch| batch.name().to_string())
+            .collect(),
+        configs,
+        repeat: args.common.repeat.into(),
+        machine: args.common.machine.clone(),
+    })
+}
+
+/// Time and IPIs per loop, then the counters behind them.
+pub fn report(plan: &Plan, samples: &[Sample]) -> String {
+    [
+        table::comparison(plan, samples, "ns_per_loop", "time per loop"),
+        table::comparison(
+            plan,
+            samples,
+            "ipis_received_per_loop",
+            "flush IPIs handled per loop (a software broadcast counts once per online CPU)",
+        ),
+        table::details(
+            plan,
+            samples,
+            &[
+                "ipis_sent_per_loop",
+                "flush_handler_runs_per_loop",
+                "batch_flushes_per_loop",
+                "local_full_flushes_per_loop",
+                "local_partial_flushes_per_loop",
+                "broadcast_ops_per_loop",
+                "remote_median_ns",
+                "remote_p99_ns",
+                "local_median_ns",
+            ],
+            "counters per loop (measured loops) and flush latency (whole run)",
+        ),
+    ]
+    .join("\n")
+}

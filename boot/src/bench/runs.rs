@@ -1,0 +1,174 @@
+//! Booting every run of a plan, with a progress line per run on stderr, and
+//! reading each run's numbers from its serial output.
+//!
+//! A run counts only if the kernel reported success, the program printed
+//! its summary line with every metric, and the workload's sanity check
+//! passed. Anything else stops the benchmark with the run's last serial
+//! lines: a failed run is a finding (a bug, a broken check), never a
+//! number to average away.
+
+use std::time::{Duration, Instant};
+
+use super::plan::{Plan, Sample, Source, Step};
+use crate::qemu::{self, Outcome, QemuConfig};
+
+/// The `key=value` words of the first line that starts with `prefix`.
+pub fn fields<'a>(serial: &'a [String], prefix: &str) -> Option<Vec<(&'a str, &'a str)>> {
+    let line = serial.iter().find(|line| line.starts_with(prefix))?;
+    Some(
+        line.split_whitespace()
+            .filter_map(|word| word.split_once('='))
+            .collect(),
+    )
+}
+
+/// Reads the workload's metrics from one run's serial output.
+pub fn parse(plan: &Plan, step: Step, serial: &[String]) -> Result<Sample, String> {
+    let workload = &plan.workload;
+    let program = fields(serial, workload.summary_prefix).ok_or_else(|| {
+        format!(
+            "no line starting with '{}' (did the program run?)",
+            workload.summary_prefix
+        )
+    })?;
+    let latency = fields(serial, "tlb-latency:")
+        .ok_or("no 'tlb-latency:' line (the kernel prints one at the end of every run)")?;
+    let mut values = Vec::with_capacity(workload.metrics.len());
+    for metric in &workload.metrics {
+        let line = match metric.source {
+            Source::Program => &program,
+            Source::Latency => &latency,
+        };
+        let text = line
+            .iter()
+            .find(|(key, _)| *key == metric.key)
+            .map(|(_, value)| *value)
+            .ok_or_else(|| format!("no {}= in the output", metric.key))?;
+        let value = match (text.parse::<f64>(), metric.source) {
+            (Ok(value), _) if value.is_finite() => Some(value),
+            (_, Source::Latency) if text == "none" => None,
+            _ => return Err(format!("{}={text} is not a number", metric.key)),
+        };
+        values.push(value);
+    }
+    let sample = Sample { step, values };
+    (workload.check)(plan, &sample)?;
+    Ok(sample)
+}
+
+/// `1m05s`, `42s`.
+fn duration(duration: Duration) -> String {
+    let seconds = duration.as_secs();
+    if seconds >= 60 {
+        format!("{}m{:02}s", seconds / 60, seconds % 60)
+    } else {
+        format!("{seconds}s")
+    }
+}
+
+/// Boots every run of `plan` in order and returns their samples; stops at
+/// the first run that fails, with a description of it.
+pub fn run_all(plan: &Plan) -> Result<Vec<Sample>, String> {
+    let steps = plan.steps();
+    let started = Instant::now();
+    let mut samples = Vec::with_capacity(steps.len());
+    for (done, &step) in steps.iter().enumerate() {
+        let left = if done == 0 {
+            String::new()
+        } else {
+            let per_run = started.elapsed() / done as u32;
+            format!(
+                ", about {} left",
+                duration(per_run * (steps.len() - done) as u32)
+            )
+        };
+        let label = format!(
+            "{} {} rep={}/{}",
+            plan.title,
+            plan.describe(step),
+            step.rep,
+            plan.repeat
+        );
+        eprintln!("bench: run {}/{} {label}{left}", done + 1, steps.len());
+        let config = plan.config(step);
+        let qemu_config = QemuConfig {
+            cpus: config.cpus,
+            cmdline: config.cmdline.clone(),
+            timeout: config.timeout,
+            ..plan.machine.qemu_config()
+        };
+        let run = qemu::run(&qemu_config).map_err(|error| error.to_string())?;
+        let sample = match run.outcome {
+            Outcome::Success => parse(plan, step, &run.serial),
+            _ => Err(String::from("the run did not succeed")),
+        }
+        .map_err(|why| {
+            format!(
+                "run {}/{} ({label}, kernel command line '{}') failed: {why}\n{}",
+                done + 1,
+                steps.len(),
+                config.cmdline,
+                run.describe()
+            )
+        })?;
+        samples.push(sample);
+    }
+    eprintln!(
+        "bench: {} runs in {}",
+        steps.len(),
+        duration(started.elapsed())
+    );
+    Ok(samples)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::plan::tests::small_plan;
+
+    fn lines(text: &[&str]) -> Vec<String> {
+        text.iter().map(|line| line.to_string()).collect()
+    }
+
+    const STEP: Step = Step {
+        row: 0,
+        column: 1,
+        rep: 1,
+    };
+
+    #[test]
+    fn reads_the_summary_line() {
+        let plan = small_plan(1);
+        let serial = lines(&[
+            "exec: test (pid 1) exited with 0",
+            "test: x=12.5 y=3",
+            "tlb-latency: mode=ipi remote_count=0 remote_median_ns=none",
+        ]);
+        let sample = parse(&plan, STEP, &serial).unwrap();
+        assert_eq!(sample.values, [Some(12.5)]);
+        assert_eq!(sample.step, STEP);
+    }
+
+    #[test]
+    fn missing_lines_and_values_are_errors() {
+        let plan = small_plan(1);
+        let no_summary = parse(&plan, STEP, &lines(&["tlb-latency: mode=ipi"]));
+        assert!(
+            no_summary
+                .unwrap_err()
+                .contains("no line starting with 'test:'")
+        );
+        let no_latency = parse(&plan, STEP, &lines(&["test: x=1"]));
+        assert!(no_latency.unwrap_err().contains("tlb-latency"));
+        let no_key = parse(&plan, STEP, &lines(&["test: y=1", "tlb-latency: mode=ipi"]));
+        assert!(no_key.unwrap_err().contains("no x="));
+        let not_a_number = parse(&plan, STEP, &lines(&["test: x=none", "tlb-latency: a=1"]));
+        assert!(not_a_number.unwrap_err().contains("not a number"));
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(duration(Duration::from_secs(42)), "42s");
+        assert_eq!(duration(Duration::from_secs(65)), "1m05s");
+    }
+}

@@ -1,0 +1,231 @@
+//! `bench tlb_flush2`: the broadcast-ASID seed's table, total iterations
+//! per second by task count (rows) and TLB mode (columns), from the
+//! `tlb_flush2` program (`user/src/bin/tlb_flush2.rs`).
+//!
+//! The seed's claims this checks: with 1-2 threads nothing is promoted, so
+//! the modes do the same work; from 4 threads on (the promotion threshold)
+//! `broadcast-sw` promotes the process and its flushes become broadcasts.
+//! In processes mode every task has its own address space on one CPU, so
+//! no flush needs another CPU in any mode.
+
+use std::time::Duration;
+
+use clap::Args;
+
+use super::{
+    CommonArgs, TlbMode, distinct, parse_seconds,
+    plan::{Config, Format, LATENCY_METRICS, Metric, Plan, Sample, Source, Workload},
+    stats::Spread,
+    svg::{Plot, Series},
+    table,
+};
+
+#[derive(Debug, Args)]
+pub struct TlbFlush2Args {
+    /// CPUs [default: the largest task count]; tasks are pinned
+    /// round-robin.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    smp: Option<u32>,
+    /// Task counts, comma-separated (1-64 each).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8",
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    tasks: Vec<u32>,
+    /// TLB modes to compare, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_enum,
+        default_value = "ipi,broadcast-sw"
+    )]
+    modes: Vec<TlbMode>,
+    /// Tasks are processes (an address space each) instead of threads of
+    /// one process.
+    #[arg(long)]
+    processes: bool,
+    /// Measured seconds per run.
+    #[arg(long, default_value_t = 3.0, value_parser = parse_seconds, allow_negative_numbers = true)]
+    seconds: f64,
+    /// Seconds of warm-up before measuring (tasks start, promotion).
+    #[arg(long, default_value_t = 1.0, value_parser = parse_seconds, allow_negative_numbers = true)]
+    warmup: f64,
+    /// Also draw iterations/s per task count and mode into this SVG file.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// A metric of the program's summary line.
+const fn program(key: &'static str, heading: &'static str, format: Format) -> Metric {
+    Metric {
+        key,
+        source: Source::Program,
+        heading,
+        format,
+    }
+}
+
+fn metrics() -> Vec<Metric> {
+    let mut metrics = vec![
+        program("iterations_per_s", "iterations/s", Format::Count),
+        program("iterations", "iterations", Format::Count),
+        program("failed_tasks", "failed tasks", Format::Count),
+        program("promotions", "promotions", Format::Count),
+        program("ipis_sent_per_iter", "IPIs sent/iter", Format::Ratio),
+        program("ipis_received_per_iter", "IPIs handled/iter", Format::Ratio),
+        program(
+            "flush_handler_runs_per_iter",
+            "handler runs/iter",
+            Format::Ratio,
+        ),
+        program(
+            "local_full_flushes_per_iter",
+            "full flushes/iter",
+            Format::Ratio,
+        ),
+        program(
+            "local_partial_flushes_per_iter",
+            "partial flushes/iter",
+            Format::Ratio,
+        ),
+        program("broadcast_ops_per_iter", "broadcasts/iter", Format::Ratio),
+    ];
+    metrics.extend(LATENCY_METRICS);
+    metrics
+}
+
+/// A run counts only if every task finished its checks and counted.
+fn check(plan: &Plan, sample: &Sample) -> Result<(), String> {
+    let value = |key| sample.values[plan.metric(key)].unwrap_or(0.0);
+    if value("failed_tasks") != 0.0 {
+        return Err(String::from("a task failed its zero check"));
+    }
+    if value("iterations") <= 0.0 {
+        return Err(String::from("no iterations were counted"));
+    }
+    Ok(())
+}
+
+pub fn plan(args: &TlbFlush2Args) -> Result<Plan, String> {
+    distinct("tasks", &args.tasks, u32::to_string)?;
+    distinct("modes", &args.modes, |mode| mode.name().to_string())?;
+    let extra = args
+        .common
+        .kernel_options(&["tlb", "exec", "run", "test"])?;
+    let largest = args.tasks.iter().copied().max().unwrap_or(1);
+    let cpus = args.smp.unwrap_or(largest);
+    let kind = if args.processes {
+        "processes"
+    } else {
+        "threads"
+    };
+    let warm_up_ms = (args.warmup * 1000.0).round() as u64;
+    let measure_ms = (args.seconds * 1000.0).round().max(1.0) as u64;
+    // Boot, warm-up, measurement, shutdown, with room for a slow host.
+    let timeout = Duration::from_secs_f64(120.0 + 2.0 * (args.warmup + args.seconds));
+    let configs = args
+        .tasks
+        .iter()
+        .map(|tasks| {
+            args.modes
+                .iter()
+                .map(|mode| Config {
+                    cpus,
+                    cmdline: [
+                        format!("tlb={}", mode.name()),
+                        extra.clone(),
+                        format!("exec=tlb_flush2:{kind},{tasks},{warm_up_ms},{measure_ms}"),
+                    ]
+                    .into_iter()
+                    .filter(|part| !part.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                    timeout,
+                })
+                .collect()
+        })
+        .collect();
+    Ok(Plan {
+        workload: Workload {
+            name: "tlb_flush2",
+            summary_prefix: "tlb_flush2: kind=",
+            metrics: metrics(),
+            check,
+        },
+        title: format!("tlb_flush2 {kind}, {cpus} CPUs, {} s", args.seconds),
+        row_fields: vec!["tasks"],
+        rows: args
+            .tasks
+            .iter()
+            .map(|tasks| vec![tasks.to_string()])
+            .collect(),
+        column_field: "mode",
+        columns: args
+            .modes
+            .iter()
+            .map(|mode| mode.name().to_string())
+            .collect(),
+        configs,
+        repeat: args.common.repeat.into(),
+        machine: args.common.machine.clone(),
+    })
+}
+
+/// The comparison of iterations/s and the counters behind it.
+pub fn report(plan: &Plan, samples: &[Sample]) -> String {
+    [
+        table::comparison(
+            plan,
+            samples,
+            "iterations_per_s",
+            "total iterations/s over all tasks",
+        ),
+        table::details(
+            plan,
+            samples,
+            &[
+                "promotions",
+                "ipis_sent_per_iter",
+                "ipis_received_per_iter",
+                "flush_handler_runs_per_iter",
+                "local_full_flushes_per_iter",
+                "local_partial_flushes_per_iter",
+                "broadcast_ops_per_iter",
+                "remote_median_ns",
+                "remote_p99_ns",
+                "local_median_ns",
+            ],
+            "counters per iteration (measured interval) and flush latency (whole run)",
+        ),
+    ]
+    .join("\n")
+}
+
+/// Iterations/s against the task count, one line per mode.
+pub fn plot(plan: &Plan, samples: &[Sample]) -> String {
+    let index = plan.metric("iterations_per_s");
+    let series: Vec<Series> = plan
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(column, name)| Series {
+            name: name.clone(),
+            points: (0..plan.rows.len())
+                .map(|row| Spread::of(plan.values(samples, row, column, index)))
+                .collect(),
+        })
+        .collect();
+    let categories: Vec<String> = plan.rows.iter().map(|row| row.join(" ")).collect();
+    Plot {
+        title: &format!(
+            "{}: iterations/s, median and min..max of {} runs",
+            plan.title, plan.repeat
+        ),
+        x_label: "tasks",
+        y_label: "total iterations/s",
+        categories: &categories,
+        series: &series,
+        format_y: |value| table::format_value(Format::Count, value),
+    }
+    .render()
+}

@@ -1,0 +1,487 @@
+//! will-it-scale's `tlb_flush2`, the benchmark of the broadcast-ASID seed
+//! (`000_…`): tasks that each write, discard and re-read their own pages as
+//! fast as they can.
+//!
+//! `tlb_flush2 <threads|processes> <tasks> <warm-up-ms> <measure-ms>`
+//!
+//! Each task is pinned to a CPU, round-robin (task `i` on CPU `i % cpus`),
+//! and loops: map 1 MiB of anonymous private memory; for each of its 256
+//! pages write a byte (a write fault maps a fresh page),
+//! `madvise(DONTNEED)` that page (one single-page flush), read the byte
+//! back (a read fault) and check it is zero, and count one *iteration*;
+//! unmap the 1 MiB; again.
+//!
+//! - `threads`: the tasks are threads of this process, one address space
+//!   running on `tasks` CPUs, so every discard must reach the other CPUs:
+//!   by targeted IPIs, or, once the process is promoted to a global ASID
+//!   (4 CPUs by default with `tlb=broadcast-sw`), by broadcast;
+//! - `processes`: the other tasks are child processes (this program again,
+//!   as `tlb_flush2 task ...`), one address space each on one CPU: their
+//!   flushes stay local. The scaling baseline.
+//!
+//! The tasks are started first and wait (asleep) for a common *go* time,
+//! so that starting them is not slowed down by the flushes of those
+//! already running. After the warm-up (the promotion check runs during
+//! it) they count iterations during the measured interval; the program
+//! then prints one line:
+//!
+//! ```text
+//! tlb_flush2: kind=threads tasks=4 cpus=4 measured_ms=2000 iterations=9120 iterations_per_s=4560 failed_tasks=0 promotions=1 ipis_sent_per_iter=0.000 ...
+//! ```
+//!
+//! `iterations_per_s` is the total over all tasks. The `*_per_iter`
+//! counters are the kernel's totals over all CPUs during the measured
+//! interval divided by `iterations`; `promotions` counts promotions to a
+//! global ASID since the program started (they happen during the warm-up).
+//! A task that reads a nonzero byte back prints why and counts in
+//! `failed_tasks`; the program then exits with status 1.
+//!
+//! # How the interval is measured
+//!
+//! The program chooses absolute go, start and end times on the kernel clock
+//! (the same on every CPU) and hands them to every task. A task counts the
+//! iterations between its first clock reading at or after the start and
+//! its first at or after the end. It reads the clock about every
+//! [`CLOCK_INTERVAL_NS`], after as many iterations as took that long
+//! lately (at least one, at most twice as many as last time), so each end
+//! of its window is late by about that much, or one iteration if
+//! iterations are slower; a clock reading per iteration would add a system
+//! call to each.
+//!
+//! The kernel's counters are totals over all CPUs, so one task reads them:
+//! whichever first sees the window open, and whichever first sees it
+//! close (in processes mode, task 0, which is this program's main thread;
+//! the others cannot share memory with it). Neither a sleeping parent nor
+//! one fixed task would do: this kernel only preempts threads in user
+//! mode, and these tasks live in the kernel, so a woken parent may not run
+//! until after the interval; and threads queue on their address space's
+//! lock, which is not fair, so one of them may wait for a long time.
+//!
+//! A process can tell its parent one thing: its exit status. So a task,
+//! thread or process alike, ends with a *status*: `COUNT_BASE + iterations`
+//! on success, a small number on failure (1; 101 for a panic).
+
+#![no_std]
+#![no_main]
+
+use core::{
+    fmt::{self, Write},
+    sync::atomic::{AtomicBool, AtomicU64, Ordering},
+};
+
+use user::{
+    abi::{PAGE_SIZE, TLB_COUNTER_NAMES, advice, prot},
+    helpers::MAX_CPUS,
+    println,
+    ratio::Ratio,
+    sys,
+    thread::{self, JoinHandle},
+    tlb_stats::TlbCounters,
+};
+
+user::entry!(main);
+
+/// Pages per mapping: 1 MiB.
+const PAGES: u64 = 256;
+/// How often a task reads the clock.
+const CLOCK_INTERVAL_NS: u64 = 1_000_000;
+/// Time allowed for starting each task before the go time. A task that
+/// starts later begins at once, in the warm-up; only one that is not
+/// started when counting begins is an error.
+const START_ALLOWANCE_NS: u64 = 100_000_000;
+/// The most tasks one run starts.
+const MAX_TASKS: usize = 64;
+/// Task statuses from here up carry an iteration count.
+const COUNT_BASE: i32 = 1000;
+/// The status of a task that failed (its reason is printed).
+const FAILED: i32 = 1;
+
+const USAGE: &str = "usage: tlb_flush2 <threads|processes> <tasks 1-64> <warm-up-ms> <measure-ms>";
+
+fn main(args: &str) -> i32 {
+    let words: [Option<&str>; 7] = {
+        let mut words = args.split_whitespace();
+        core::array::from_fn(|_| words.next())
+    };
+    let number = |word: Option<&str>| word.and_then(|word| word.parse::<u64>().ok());
+    match words {
+        [
+            Some("task"),
+            Some(index),
+            Some(cpu),
+            Some(go),
+            Some(start),
+            Some(end),
+            None,
+        ] => match [index, cpu, go, start, end].map(|word| word.parse::<u64>()) {
+            [Ok(index), Ok(cpu), Ok(go_ns), Ok(start_ns), Ok(end_ns)] => task(
+                index,
+                cpu,
+                Schedule {
+                    go_ns,
+                    start_ns,
+                    end_ns,
+                },
+                None,
+            ),
+            _ => {
+                println!("tlb_flush2: bad task arguments '{args}'");
+                FAILED
+            }
+        },
+        [
+            Some(kind @ ("threads" | "processes")),
+            tasks,
+            warm_up,
+            measure,
+            None,
+            None,
+            None,
+        ] => match (number(tasks), number(warm_up), number(measure)) {
+            (Some(tasks), Some(warm_up_ms), Some(measure_ms))
+                if (1..=MAX_TASKS as u64).contains(&tasks) && measure_ms > 0 =>
+            {
+                let setup = Setup {
+                    processes: kind == "processes",
+                    tasks: tasks as usize,
+                    warm_up_ns: warm_up_ms * 1_000_000,
+                    measure_ns: measure_ms * 1_000_000,
+                };
+                match run(&setup) {
+                    Ok(()) => 0,
+                    Err(why) => {
+                        println!("tlb_flush2: {why}");
+                        FAILED
+                    }
+                }
+            }
+            _ => {
+                println!("{USAGE}");
+                FAILED
+            }
+        },
+        _ => {
+            println!("{USAGE}");
+            FAILED
+        }
+    }
+}
+
+fn read_counters() -> Result<TlbCounters, &'static str> {
+    TlbCounters::read().map_err(|_| "tlb_stats failed")
+}
+
+/// The kernel's counters at one edge of the measured window, read by the
+/// first task to get there.
+struct Edge {
+    claimed: AtomicBool,
+    values: [AtomicU64; TLB_COUNTER_NAMES.len()],
+}
+
+impl Edge {
+    const fn new() -> Self {
+        Self {
+            claimed: AtomicBool::new(false),
+            values: [const { AtomicU64::new(0) }; TLB_COUNTER_NAMES.len()],
+        }
+    }
+
+    /// Reads the counters, unless another task already did.
+    fn reach(&self) -> Result<(), &'static str> {
+        if self.claimed.swap(true, Ordering::Relaxed) {
+            return Ok(());
+        }
+        let counters = read_counters()?;
+        for (slot, value) in self.values.iter().zip(counters.values()) {
+            slot.store(value, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// What was read, once every task has been joined (which orders their
+    /// stores before this).
+    fn counters(&self) -> Option<TlbCounters> {
+        self.claimed.load(Ordering::Relaxed).then(|| {
+            TlbCounters::from_values(
+                self.values
+                    .each_ref()
+                    .map(|value| value.load(Ordering::Relaxed)),
+            )
+        })
+    }
+}
+
+/// The counters when the measured window opened and closed.
+struct Window {
+    opened: Edge,
+    closed: Edge,
+}
+
+static WINDOW: Window = Window {
+    opened: Edge::new(),
+    closed: Edge::new(),
+};
+
+/// When the tasks begin their loops, start counting and stop, in
+/// nanoseconds of the kernel clock.
+#[derive(Clone, Copy, Debug)]
+struct Schedule {
+    go_ns: u64,
+    start_ns: u64,
+    end_ns: u64,
+}
+
+/// One task other than task 0: pinned to `cpu`, loops from the go time
+/// until the end and returns its status (see the module docs). A task
+/// thread shares the `window` with task 0; a task process has none.
+fn task(index: u64, cpu: u64, schedule: Schedule, window: Option<&Window>) -> i32 {
+    match count_iterations(cpu, schedule, window) {
+        Ok(iterations) => i32::try_from(iterations)
+            .ok()
+            .and_then(|iterations| iterations.checked_add(COUNT_BASE))
+            .unwrap_or_else(|| {
+                println!("tlb_flush2: task {index}: {iterations} iterations overflow the status");
+                FAILED
+            }),
+        Err(why) => {
+            println!("tlb_flush2: task {index} on CPU {cpu}: {why}");
+            FAILED
+        }
+    }
+}
+
+/// The loop of the module docs, from the go time on; returns the
+/// iterations counted between the start and the end, and reaches the
+/// edges of `window` as it passes them.
+fn count_iterations(
+    cpu: u64,
+    schedule: Schedule,
+    window: Option<&Window>,
+) -> Result<u64, &'static str> {
+    sys::set_affinity(cpu).map_err(|_| "cannot pin to its CPU")?;
+    release_lazy_cpus()?;
+    let clock = || sys::clock().map_err(|_| "clock failed");
+    let now = clock()?;
+    if now < schedule.go_ns {
+        sys::sleep(schedule.go_ns - now).map_err(|_| "sleep failed")?;
+    }
+    let mut done = 0u64;
+    let (mut last_reading, mut last_done) = (clock()?, 0);
+    let mut next_reading = 1;
+    let mut counted_from = None;
+    loop {
+        let region = sys::mmap_anonymous((PAGES * PAGE_SIZE) as usize, prot::READ | prot::WRITE)
+            .map_err(|_| "mmap failed")?;
+        for page in 0..PAGES {
+            // SAFETY: inside the fresh region, which only this task uses.
+            let byte = unsafe { region.add((page * PAGE_SIZE) as usize) };
+            // SAFETY: as above.
+            unsafe { byte.write_volatile(1) };
+            // SAFETY: the page's content is not needed any more.
+            unsafe { sys::madvise(byte, PAGE_SIZE as usize, advice::DONTNEED) }
+                .map_err(|_| "madvise(DONTNEED) failed")?;
+            // SAFETY: still mapped (DONTNEED keeps the mapping).
+            if unsafe { byte.read_volatile() } != 0 {
+                return Err("read a nonzero byte back after madvise(DONTNEED)");
+            }
+            done += 1;
+            if done >= next_reading {
+                let now = clock()?;
+                if counted_from.is_none() && now >= schedule.start_ns {
+                    counted_from = Some(done);
+                    if let Some(window) = window {
+                        window.opened.reach()?;
+                    }
+                }
+                if now >= schedule.end_ns {
+                    if let Some(window) = window {
+                        window.closed.reach()?;
+                    }
+                    // SAFETY: nothing refers to the region any more.
+                    unsafe { sys::munmap(region, (PAGES * PAGE_SIZE) as usize) }
+                        .map_err(|_| "munmap failed")?;
+                    return Ok(done - counted_from.unwrap_or(done));
+                }
+                let step = done - last_done;
+                let per_interval = step * CLOCK_INTERVAL_NS / (now - last_reading).max(1);
+                next_reading = done + per_interval.clamp(1, 2 * step);
+                (last_reading, last_done) = (now, done);
+            }
+        }
+        // SAFETY: as above.
+        unsafe { sys::munmap(region, (PAGES * PAGE_SIZE) as usize) }
+            .map_err(|_| "munmap failed")?;
+    }
+}
+
+/// Makes the CPUs this task's address space was left loaded on (lazily,
+/// when the task moved to its own CPU, or when the program counted the
+/// CPUs) let go of it. A flush that frees a page table reaches every CPU
+/// in the address space's CPU set, lazy ones included; unmapping a region
+/// with a page table of its own is such a flush. The first one makes a
+/// lazy CPU switch away, the second finds it gone and takes it out of the
+/// set. Without this, the workload's own unmaps would send those IPIs
+/// during the measured interval, IPIs the workload itself never needs.
+fn release_lazy_cpus() -> Result<(), &'static str> {
+    /// What one page table maps.
+    const TABLE_SPAN: usize = 2 << 20;
+    for _ in 0..2 {
+        let region = sys::mmap_anonymous(2 * TABLE_SPAN, prot::READ | prot::WRITE)
+            .map_err(|_| "mmap failed")?;
+        let aligned = (region as usize).next_multiple_of(TABLE_SPAN) as *mut u8;
+        // SAFETY: `aligned` is inside the fresh 4 MiB region, which only
+        // this task uses.
+        unsafe { aligned.write_volatile(1) };
+        // SAFETY: nothing refers to the region any more.
+        unsafe { sys::munmap(region, 2 * TABLE_SPAN) }.map_err(|_| "munmap failed")?;
+    }
+    Ok(())
+}
+
+struct Setup {
+    processes: bool,
+    tasks: usize,
+    warm_up_ns: u64,
+    measure_ns: u64,
+}
+
+/// A started task.
+enum Running {
+    Thread(JoinHandle),
+    Process(u64),
+}
+
+impl Running {
+    /// Waits for the task and returns its status.
+    fn status(self) -> i32 {
+        match self {
+            // Thread values carry a status's 32 bits, as exit codes do.
+            Self::Thread(handle) => handle.join().map_or(FAILED, |value| value as u32 as i32),
+            Self::Process(pid) => sys::wait(pid).unwrap_or(FAILED),
+        }
+    }
+}
+
+/// The task arguments `tlb_flush2 task ...`, formatted without a heap.
+struct TaskArgs {
+    bytes: [u8; 96],
+    len: usize,
+}
+
+impl Write for TaskArgs {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        let end = self.len + text.len();
+        self.bytes
+            .get_mut(self.len..end)
+            .ok_or(fmt::Error)?
+            .copy_from_slice(text.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+fn start_task(
+    processes: bool,
+    index: u64,
+    cpu: u64,
+    schedule: Schedule,
+) -> Result<Running, &'static str> {
+    if processes {
+        let mut args = TaskArgs {
+            bytes: [0; 96],
+            len: 0,
+        };
+        let Schedule {
+            go_ns,
+            start_ns,
+            end_ns,
+        } = schedule;
+        write!(args, "task {index} {cpu} {go_ns} {start_ns} {end_ns}")
+            .map_err(|_| "arguments too long")?;
+        let args = core::str::from_utf8(&args.bytes[..args.len]).map_err(|_| "bad arguments")?;
+        sys::spawn("tlb_flush2", args)
+            .map(Running::Process)
+            .map_err(|_| "cannot spawn a task process")
+    } else {
+        thread::spawn(move || task(index, cpu, schedule, Some(&WINDOW)) as u32 as u64)
+            .map(Running::Thread)
+            .map_err(|_| "cannot start a task thread")
+    }
+}
+
+/// How many CPUs are online: `set_affinity` refuses the first one that is
+/// not. Leaves the caller on CPU 0.
+fn online_cpus() -> u64 {
+    let count = (1..MAX_CPUS as u64)
+        .find(|&cpu| sys::set_affinity(cpu).is_err())
+        .unwrap_or(MAX_CPUS as u64);
+    let _ = sys::set_affinity(0);
+    count
+}
+
+fn run(setup: &Setup) -> Result<(), &'static str> {
+    let cpus = online_cpus();
+    let at_start = read_counters()?;
+    let go_ns = sys::clock().map_err(|_| "clock failed")? + START_ALLOWANCE_NS * setup.tasks as u64;
+    let start_ns = go_ns + setup.warm_up_ns;
+    let schedule = Schedule {
+        go_ns,
+        start_ns,
+        end_ns: start_ns + setup.measure_ns,
+    };
+
+    let mut others = [const { None }; MAX_TASKS];
+    for (index, slot) in others.iter_mut().enumerate().take(setup.tasks).skip(1) {
+        let index = index as u64;
+        *slot = Some(start_task(setup.processes, index, index % cpus, schedule)?);
+    }
+    // Every task must be running before counting begins.
+    let started_late = sys::clock().map_err(|_| "clock failed")? > start_ns;
+
+    let mut failed_tasks = 0;
+    let mut iterations = match count_iterations(0, schedule, Some(&WINDOW)) {
+        Ok(iterations) => iterations,
+        Err(why) => {
+            println!("tlb_flush2: task 0 on CPU 0: {why}");
+            failed_tasks += 1;
+            0
+        }
+    };
+    for task in others.into_iter().flatten() {
+        match task.status() {
+            status if status >= COUNT_BASE => iterations += (status - COUNT_BASE) as u64,
+            _ => failed_tasks += 1,
+        }
+    }
+
+    let (Some(opened), Some(closed)) = (WINDOW.opened.counters(), WINDOW.closed.counters()) else {
+        return Err("no task measured the interval");
+    };
+    let measured = closed.since(&opened);
+    let per_iteration = |name: &str| Ratio::new(measured.get(name), iterations);
+    println!(
+        "tlb_flush2: kind={} tasks={} cpus={cpus} measured_ms={} iterations={iterations} iterations_per_s={} failed_tasks={failed_tasks} promotions={} ipis_sent_per_iter={} ipis_received_per_iter={} flush_handler_runs_per_iter={} local_full_flushes_per_iter={} local_partial_flushes_per_iter={} broadcast_ops_per_iter={}",
+        if setup.processes {
+            "processes"
+        } else {
+            "threads"
+        },
+        setup.tasks,
+        setup.measure_ns / 1_000_000,
+        u128::from(iterations) * 1_000_000_000 / u128::from(setup.measure_ns),
+        closed.since(&at_start).get("promotions"),
+        per_iteration("ipis_sent"),
+        per_iteration("ipis_received"),
+        per_iteration("flush_handler_runs"),
+        per_iteration("local_full_flushes"),
+        per_iteration("local_partial_flushes"),
+        per_iteration("broadcast_ops"),
+    );
+    if failed_tasks > 0 {
+        return Err("a task failed");
+    }
+    if started_late {
+        return Err("starting the tasks took longer than the warm-up; give a longer warm-up");
+    }
+    Ok(())
+}
