@@ -61,13 +61,13 @@
 //! | `percpu.rs` | [`CpuTlbState`]: loaded context, lazy flag, six ASID slots |
 //! | `hardware.rs` | [`TlbHardware`], [`BroadcastBackend`], [`FlushRequest`] |
 //! | `system.rs` | [`TlbSystem`], [`TlbConfig`] |
-//! | `switch.rs` | `switch_mm`, ASID choice, lazy TLB |
-//! | `flush.rs` | flush requests, target test, flush handler, kernel ranges |
-//! | `global_asid.rs` | promotion, ASID transition, broadcast flushes |
+//! | `switch.rs` | [`TlbSystem::switch_mm`], ASID choice, [`TlbSystem::enter_lazy`] |
+//! | `flush.rs` | [`TlbSystem::flush_tlb_mm_range`], [`TlbSystem::should_flush`], [`TlbSystem::handle_flush_ipi`], [`TlbSystem::flush_kernel_range`] |
+//! | `global_asid.rs` | promotion ([`TlbSystem::use_global_asid`]), ASID transition, broadcast flushes, [`TlbSystem::handle_broadcast_ipi`] |
 //! | `batch.rs` | [`FlushBatch`]: deferred reclaim flushes |
-//! | `invlpgb.rs` | INVLPGB operand encoding and range chunking |
+//! | `invlpgb.rs` | [`invlpgb`]: INVLPGB operand encoding and range chunking |
 //! | `counters.rs` | [`Counters`] and [`TraceEvent`] |
-//! | `faults.rs` | deliberate bugs that the tests must catch |
+//! | `faults.rs` | [`Fault`]: deliberate bugs that the tests must catch |
 //! | `races.rs` | the protocol's races in prose, and the loom checks ([`races`]) |
 //!
 //! The module files explain the *why* of each part at length. They are private modules, so
