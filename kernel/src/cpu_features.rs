@@ -1,18 +1,18 @@
 //! What the processor can do for TLB management, decoded from CPUID.
 //!
 //! Each feature below changes how a kernel keeps TLBs coherent:
-//! - **PCID** (CPUID 1:ECX[17]): TLB entries are tagged with a 12-bit process
+//! - **PCID** (CPUID `1:ECX[17]`): TLB entries are tagged with a 12-bit process
 //!   context id, so switching CR3 need not flush everything.
-//! - **INVPCID** (7.0:EBX[10]): invalidate by PCID without loading CR3.
-//! - **INVLPGB/TLBSYNC** (0x8000_0008:EBX[3], AMD): invalidate on *every* CPU
-//!   with one instruction, no IPIs; EDX[15:0] is the largest extra-page count
+//! - **INVPCID** (`7.0:EBX[10]`): invalidate by PCID without loading CR3.
+//! - **INVLPGB/TLBSYNC** (`0x8000_0008:EBX[3]`, AMD): invalidate on *every* CPU
+//!   with one instruction, no IPIs; `EDX[15:0]` is the largest extra-page count
 //!   one INVLPGB accepts. Zen 2 parts report it but must not use it.
-//! - **x2APIC** (1:ECX[21]): IPIs through MSRs instead of MMIO.
-//! - **TCE** (0x8000_0001:ECX[17], AMD): translation cache extension, INVLPG
+//! - **x2APIC** (`1:ECX[21]`): IPIs through MSRs instead of MMIO.
+//! - **TCE** (`0x8000_0001:ECX[17]`, AMD): translation cache extension, INVLPG
 //!   keeps unrelated page-walk cache entries.
-//! - **SMEP/SMAP** (7.0:EBX[7], EBX[20]): the kernel may not execute or touch
+//! - **SMEP/SMAP** (`7.0:EBX[7]`, `EBX[20]`): the kernel may not execute or touch
 //!   user pages by accident.
-//! - **PGE** (1:EDX[13]): global pages, kept across CR3 loads (kernel mappings).
+//! - **PGE** (`1:EDX[13]`): global pages, kept across CR3 loads (kernel mappings).
 
 use crate::arch::cpuid::cpuid;
 

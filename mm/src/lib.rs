@@ -3,7 +3,52 @@
 //! This crate is the heart of a teaching kernel about **TLB shootdown**: making sure that once
 //! a page is unmapped (or its protection reduced), no CPU can still use a cached translation
 //! of it. The kernel owns the instructions (INVLPG, CR3 loads, IPIs, INVLPGB); this crate owns
-//! the *protocol* and runs unchanged in the kernel and in host tests.
+//! the *protocol* and runs unchanged in the kernel and in host tests. Keeping the two apart is
+//! what lets every decision be tested on the host, against a simulated TLB
+//! (`tests/model/`) and under every interleaving loom can find ([`races`]), without the
+//! hardware the decisions are for.
+//!
+//! ## A shootdown, from system call to IPI
+//!
+//! A thread on CPU 0 unmaps a page while two other threads of its process run on CPUs 1
+//! and 2:
+//!
+//! ```text
+//!  CPU 0 (munmap)                                      CPU 1, CPU 2
+//!  kernel: clear the page-table entry
+//!  TlbSystem::flush_tlb_mm_range(mm, range)
+//!    1. bump mm's flush generation, full fence
+//!    2. more than 33 pages? flush the whole space
+//!    3. global ASID?      -> broadcast (INVLPGB), done
+//!       other CPUs in the set? -> pick the targets
+//!    4. TlbHardware::send_flush_ipis  --- IPI --->    TlbSystem::handle_flush_ipi
+//!       (handler runs locally too)                      partial flush if exactly one
+//!       wait for every target          <--- done ---    generation behind, else full
+//!  kernel: free the frame
+//! ```
+//!
+//! 1. The kernel changes the page tables, then calls [`TlbSystem::flush_tlb_mm_range`] with
+//!    the address space's [`AddressSpaceTlb`]. The call **bumps the flush generation**
+//!    ([`AddressSpaceTlb::tlb_gen`]), the number that lets any CPU not interrupted now catch
+//!    up later, when it next runs the address space.
+//! 2. A range of more than [`TlbConfig::flush_ceiling`] pages (33) becomes a full flush.
+//! 3. An address space **promoted** to a global ASID (it ran on
+//!    [`TlbConfig::promotion_threshold`] CPUs at once) is flushed by one broadcast through
+//!    the [`BroadcastBackend`], which reaches every CPU without interrupting it. Otherwise
+//!    the CPUs in its CPU set ([`AddressSpaceTlb::cpus`]) are filtered by
+//!    [`TlbSystem::should_flush`]: running it, or in the middle of switching to it, but not
+//!    lazy (an idle CPU that still has it loaded), unless page tables are being freed.
+//! 4. The targets get an IPI through [`TlbHardware::send_flush_ipis`] and run
+//!    [`TlbSystem::handle_flush_ipi`]. Each flushes page by page only if this request is the
+//!    one change between what it has applied and the current generation; otherwise it
+//!    flushes the whole PCID. With one CPU, or a single-threaded process, there is nobody to
+//!    interrupt and the flush stays local.
+//! 5. The call returns once every target is done; only then may the kernel free the frame.
+//!
+//! The other half is the context switch, [`TlbSystem::switch_mm`]: it picks the ASID (one of
+//! six per-CPU slots, or the global ASID) and decides whether loading CR3 must flush, by
+//! comparing generations. [`TlbSystem::enter_lazy`] is what an idle CPU does instead.
+//! Reclaim collects many unmaps into one [`FlushBatch`] and flushes once.
 //!
 //! ## The moving parts (one file each)
 //! | file | concept |
@@ -16,14 +61,19 @@
 //! | `percpu.rs` | [`CpuTlbState`]: loaded context, lazy flag, six ASID slots |
 //! | `hardware.rs` | [`TlbHardware`], [`BroadcastBackend`], [`FlushRequest`] |
 //! | `system.rs` | [`TlbSystem`], [`TlbConfig`] |
-//! | `switch.rs` | `switch_mm`, ASID choice, lazy TLB |
-//! | `flush.rs` | flush requests, target test, flush handler, kernel ranges |
-//! | `global_asid.rs` | promotion, ASID transition, broadcast flushes |
+//! | `switch.rs` | [`TlbSystem::switch_mm`], ASID choice, [`TlbSystem::enter_lazy`] |
+//! | `flush.rs` | [`TlbSystem::flush_tlb_mm_range`], [`TlbSystem::should_flush`], [`TlbSystem::handle_flush_ipi`], [`TlbSystem::flush_kernel_range`] |
+//! | `global_asid.rs` | promotion ([`TlbSystem::use_global_asid`]), ASID transition, broadcast flushes, [`TlbSystem::handle_broadcast_ipi`] |
 //! | `batch.rs` | [`FlushBatch`]: deferred reclaim flushes |
-//! | `invlpgb.rs` | INVLPGB operand encoding and range chunking |
+//! | `invlpgb.rs` | [`invlpgb`]: INVLPGB operand encoding and range chunking |
 //! | `counters.rs` | [`Counters`] and [`TraceEvent`] |
-//! | `faults.rs` | deliberate bugs that the tests must catch |
+//! | `faults.rs` | [`Fault`]: deliberate bugs that the tests must catch |
 //! | `races.rs` | the protocol's races in prose, and the loom checks ([`races`]) |
+//!
+//! The module files explain the *why* of each part at length. They are private modules, so
+//! their documentation appears with `cargo doc -p mm --no-deps --document-private-items`, or
+//! in the source. The teaching text that ties them to the kernel and to runnable demos is the
+//! book in the repository's `docs/` directory (`docs/README.md`).
 //!
 //! ## The invariants
 //! 1. **Generation.** Every address space has a flush generation `tlb_gen`; every change

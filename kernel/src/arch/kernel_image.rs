@@ -8,7 +8,7 @@
 //! runs. Its symbol table is what turns addresses in crash reports into
 //! function names (see [`crate::symbols`]).
 //!
-//! As with the ramdisk, the kernel checks rather than trusts: [`file`]
+//! As with the ramdisk, the kernel checks rather than trusts: [`file()`]
 //! refuses a range that wraps or touches allocatable memory.
 
 use bootloader_api::{BootInfo, info::MemoryRegion};

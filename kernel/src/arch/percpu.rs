@@ -1,7 +1,7 @@
 //! Finding this CPU's data: the GS segment base.
 //!
 //! Each CPU points its GS base (MSR IA32_GS_BASE) at its own
-//! [`PerCpu`](crate::smp::percpu::PerCpu) block. The block's first field holds
+//! [`PerCpu`] block. The block's first field holds
 //! its own address, so one `mov rax, gs:[0]` yields a pointer to the block
 //! from any context, including interrupt handlers, in O(1).
 

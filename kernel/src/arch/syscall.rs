@@ -5,7 +5,7 @@
 //! in MSR SFMASK (we clear IF, so entry runs with interrupts off), and does
 //! **not** switch stacks. So the entry stub:
 //!
-//! 1. `swapgs` to reach this CPU's [`PerCpu`](crate::smp::PerCpu) block;
+//! 1. `swapgs` to reach this CPU's [`PerCpu`] block;
 //! 2. parks the user RSP in the block and loads the current thread's kernel
 //!    stack top from it;
 //! 3. pushes the words an interrupt from ring 3 would have pushed (SS, RSP,
