@@ -62,8 +62,9 @@ pub struct QemuConfig {
     /// Start QEMU's GDB stub on tcp::1234 and wait for the debugger.
     pub gdb: bool,
     pub timeout: Duration,
-    /// Kill the run if the kernel prints nothing for this long: a hung
-    /// kernel is silent, so this catches hangs long before `timeout`.
+    /// Kill the run if the kernel, once entered, prints nothing for this
+    /// long: a hung kernel is silent, so this catches hangs long before
+    /// `timeout` (which alone bounds the silent boot before it).
     pub stall_timeout: Option<Duration>,
     /// The kernel command line, passed through fw_cfg.
     pub cmdline: String,
@@ -380,7 +381,12 @@ pub fn run(config: &QemuConfig) -> Result<Run, RunError> {
             Err(_) => Outcome::UnexpectedExit(None),
             Ok(None) if start.elapsed() >= config.timeout => Outcome::Timeout(config.timeout),
             Ok(None) => match config.stall_timeout {
-                Some(silence) if last_output.lock().unwrap().elapsed() >= silence => {
+                // The bootloader loads the kernel silently, and slowly on a
+                // loaded host: silence counts only once the kernel is in.
+                Some(silence)
+                    if kernel_entry.lock().unwrap().is_some()
+                        && last_output.lock().unwrap().elapsed() >= silence =>
+                {
                     Outcome::Stalled(silence)
                 }
                 _ => continue,

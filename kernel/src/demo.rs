@@ -14,6 +14,8 @@ struct Phase {
     title: &'static str,
     why: &'static str,
     args: &'static str,
+    /// CPUs the phase pins threads to (0 up to this).
+    cpus: usize,
     needs_broadcast: bool,
 }
 
@@ -22,24 +24,28 @@ const PHASES: &[Phase] = &[
         title: "1. one thread discards pages",
         why: "no other CPU runs the address space: each discard is flushed locally, no IPI (the one-CPU shortcut)",
         args: "promote 1 100",
+        cpus: 1,
         needs_broadcast: false,
     },
     Phase {
         title: "2. the same with threads busy on 3 CPUs",
         why: "each discard must reach the 2 other CPUs running the address space: targeted IPIs",
         args: "promote 3 100",
+        cpus: 3,
         needs_broadcast: false,
     },
     Phase {
         title: "3. the same with threads busy on 4 CPUs",
         why: "4 CPUs at once: the address space is promoted to a global ASID and flushes become broadcasts",
         args: "promote 4 100",
+        cpus: 4,
         needs_broadcast: true,
     },
     Phase {
         title: "4. reclaim: PAGEOUT of 256 pages while 3 other CPUs run the address space",
         why: "a deferred batch: all 256 entries cleared, then one flush round, then the pages go to swap",
         args: "pageout 256 3",
+        cpus: 4,
         needs_broadcast: false,
     },
 ];
@@ -56,6 +62,14 @@ pub fn run() -> bool {
         println!();
         println!("demo: {}", phase.title);
         println!("demo:   {}", phase.why);
+        let online = crate::smp::online().count();
+        if phase.cpus > online {
+            println!(
+                "demo:   skipped: it needs {} CPUs and this machine has {online}; try `cargo run -- --smp 4`",
+                phase.cpus
+            );
+            continue;
+        }
         if phase.needs_broadcast && tlb::mode() == tlb::TlbMode::Ipi {
             println!(
                 "demo:   skipped: mode ipi has no global ASIDs; try `cargo run -- tlb=broadcast-sw`"
