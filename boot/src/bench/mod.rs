@@ -128,6 +128,22 @@ fn parse_seconds(text: &str) -> Result<f64, String> {
     }
 }
 
+/// Refuses an output file whose directory does not exist, before the runs
+/// rather than after them.
+fn check_output(path: Option<&PathBuf>) -> Result<(), String> {
+    let Some(path) = path else { return Ok(()) };
+    match path.parent() {
+        Some(directory) if !directory.as_os_str().is_empty() && !directory.is_dir() => {
+            Err(format!(
+                "cannot write {}: no directory {}",
+                path.display(),
+                directory.display()
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn write_file(path: &PathBuf, contents: &str, what: &str) -> Result<(), String> {
     std::fs::write(path, contents)
         .map_err(|error| format!("cannot write the {what} to {}: {error}", path.display()))?;
@@ -141,6 +157,10 @@ fn run(command: &BenchCommand) -> Result<(), String> {
         BenchCommand::TlbFlush2(args) => (tlb_flush2::plan(args)?, &args.common),
         BenchCommand::Pageout(args) => (pageout::plan(args)?, &args.common),
     };
+    check_output(common.csv.as_ref())?;
+    if let BenchCommand::TlbFlush2(args) = command {
+        check_output(args.svg.as_ref())?;
+    }
     let samples: Vec<Sample> = runs::run_all(&plan)?;
     let report = match command {
         BenchCommand::TlbFlush2(_) => tlb_flush2::report(&plan, &samples),

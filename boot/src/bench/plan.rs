@@ -21,13 +21,14 @@ use std::time::Duration;
 
 use crate::cli::MachineArgs;
 
-/// Where a metric is read from.
+/// Where a metric is read from. Either line may say `none` (nothing to
+/// divide by, no sample), which leaves the value empty; the workload's
+/// check rejects a run that lacks what it needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Source {
-    /// The program's one summary line; the value must be a number.
+    /// The program's one summary line.
     Program,
-    /// The kernel's closing `tlb-latency:` line; `none` (no sample) is
-    /// allowed and leaves the value empty.
+    /// The kernel's closing `tlb-latency:` line.
     Latency,
 }
 

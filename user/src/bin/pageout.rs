@@ -127,7 +127,9 @@ fn run(loops: u64, helpers: &str, pages: u64) -> Result<(), &'static str> {
     // SAFETY: the fresh region is `len` bytes long and ours alone.
     unsafe { core::ptr::write_bytes(region, FILL, len) };
     let helpers_running = Helpers::start(helper_cpus, activity)
-        .map_err(|_| "cannot start the helpers (this needs 4 CPUs)")?;
+        .ok()
+        .filter(Helpers::all_pinned)
+        .ok_or("cannot start a helper on each of CPUs 0-3 (this needs 4 CPUs)")?;
 
     // The first loop fills swap; the measured ones find it warm.
     touch(region, pages)?;
