@@ -45,6 +45,10 @@ pub const TESTS: &[Test] = &[
         "vm::fixed_mapping_replaces_atomically",
         fixed_mapping_replaces_atomically,
     ),
+    Test::new(
+        "vm::region_limit_refuses_only_growth",
+        region_limit_refuses_only_growth,
+    ),
 ];
 
 /// Where each test thread records the CPU it ran on (+1, 0 = never ran).
@@ -314,6 +318,63 @@ fn page_out_and_back() -> TestResult {
         space.discard(base, PAGE_SIZE),
         Err(Errno::NoMem),
         "DONTNEED of a hole"
+    );
+    space.tear_down();
+    Ok(())
+}
+
+/// At `abi::MAX_REGIONS` regions, calls that would add one fail with
+/// `NoMem` and change nothing; calls that do not add one still work.
+fn region_limit_refuses_only_growth() -> TestResult {
+    let space = new_space()?;
+    let rw = prot::READ | prot::WRITE;
+    let wide = require_ok!(
+        space
+            .map_anonymous(0, 3 * PAGE_SIZE, rw, false)
+            .map_err(|e| alloc::format!("{e:?}"))
+    );
+    let mut last = 0;
+    for _ in 1..abi::MAX_REGIONS {
+        last = require_ok!(
+            space
+                .map_anonymous(0, PAGE_SIZE, rw, false)
+                .map_err(|e| alloc::format!("{e:?}"))
+        );
+    }
+    check_eq!(
+        space.map_anonymous(0, PAGE_SIZE, rw, false),
+        Err(Errno::NoMem),
+        "one region more than the limit"
+    );
+    check_eq!(
+        space.unmap(wide + PAGE_SIZE, PAGE_SIZE),
+        Err(Errno::NoMem),
+        "munmap of a middle page needs one more region"
+    );
+    check_eq!(
+        space.protect(wide, PAGE_SIZE, prot::READ),
+        Err(Errno::NoMem),
+        "mprotect of part of a region needs one more region"
+    );
+    check_eq!(
+        space.copy_out(wide + PAGE_SIZE, &[1]),
+        Ok(()),
+        "the refused calls changed nothing"
+    );
+    check_eq!(
+        space.map_anonymous(last, PAGE_SIZE, prot::READ, true),
+        Ok(last),
+        "a fixed mapping over a whole region"
+    );
+    check_eq!(
+        space.unmap(last, PAGE_SIZE),
+        Ok(()),
+        "munmap of a whole region"
+    );
+    check_eq!(
+        space.unmap(wide + PAGE_SIZE, PAGE_SIZE),
+        Ok(()),
+        "with room again, the middle page goes"
     );
     space.tear_down();
     Ok(())

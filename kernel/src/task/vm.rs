@@ -127,14 +127,38 @@ fn user_range(start: u64, len: u64) -> Result<u64, Errno> {
 }
 
 impl Memory {
-    /// Whether `added` more region records fit: within [`abi::MAX_REGIONS`]
-    /// and the heap budget. Checked before a change, so that a refused call
-    /// changes nothing.
-    fn room_for_regions(&self, added: usize) -> Result<(), Errno> {
-        if self.regions.len() + added > abi::MAX_REGIONS {
+    /// Whether the table may grow to `count` regions: within
+    /// [`abi::MAX_REGIONS`] and, for the records added, the heap budget.
+    /// Checked before a change, so that a refused call changes nothing.
+    fn room_for_regions(&self, count: usize) -> Result<(), Errno> {
+        let growth = count.saturating_sub(self.regions.len());
+        if growth == 0 {
+            return Ok(());
+        }
+        if count > abi::MAX_REGIONS {
             return Err(Errno::NoMem);
         }
-        heap::check_budget(added * REGION_RECORD_BYTES)
+        heap::check_budget(growth * REGION_RECORD_BYTES)
+    }
+
+    /// What a change to `[start, end)` does to the region count: how many
+    /// regions it splits (one for each end that falls inside a region) and
+    /// how many regions lie inside it once split.
+    fn cut(&self, start: u64, end: u64) -> (usize, usize) {
+        let splits = [start, end]
+            .into_iter()
+            .filter(|&at| {
+                self.region_at(at)
+                    .is_some_and(|(region_start, _)| region_start != at)
+            })
+            .count();
+        let inside = self
+            .regions
+            .range(..end)
+            .rev()
+            .take_while(|(_, region)| region.end > start)
+            .count();
+        (splits, inside)
     }
 
     /// The region containing `va`.
@@ -272,7 +296,7 @@ impl AddressSpace {
             if rounded == 0 || rounded > MAX_REGION {
                 return Err(Errno::Inval);
             }
-            memory.room_for_regions(1)?;
+            memory.room_for_regions(memory.regions.len() + 1)?;
             let start = memory.find_gap(rounded).ok_or(Errno::NoMem)?;
             memory.regions.insert(
                 start,
@@ -284,8 +308,9 @@ impl AddressSpace {
             return Ok(start);
         }
         let end = user_range(addr, rounded)?;
-        // Replacing the middle of a region leaves three where there was one.
-        memory.room_for_regions(2)?;
+        // The regions inside go, one new region comes.
+        let (splits, inside) = memory.cut(addr, end);
+        memory.room_for_regions(memory.regions.len() + splits - inside + 1)?;
         for region_start in memory.isolate(addr, end) {
             memory.regions.remove(&region_start);
         }
@@ -302,8 +327,9 @@ impl AddressSpace {
     pub fn unmap(&self, start: u64, len: u64) -> Result<(), Errno> {
         let end = user_range(start, len)?;
         let mut memory = self.memory.lock();
-        // Splitting at both ends before removing the middle.
-        memory.room_for_regions(2)?;
+        // Unmapping the middle of a region leaves two where there was one.
+        let (splits, inside) = memory.cut(start, end);
+        memory.room_for_regions(memory.regions.len() + splits - inside)?;
         for region_start in memory.isolate(start, end) {
             memory.regions.remove(&region_start);
         }
@@ -326,7 +352,9 @@ impl AddressSpace {
         if !memory.covers(start, end) {
             return Err(Errno::NoMem);
         }
-        memory.room_for_regions(2)?;
+        // The pieces inside stay, with the new protection.
+        let (splits, _) = memory.cut(start, end);
+        memory.room_for_regions(memory.regions.len() + splits)?;
         for region_start in memory.isolate(start, end) {
             if let Some(region) = memory.regions.get_mut(&region_start) {
                 region.prot = new_prot;
@@ -523,7 +551,7 @@ impl AddressSpace {
             if memory.overlaps(start, end) {
                 return Err(Errno::Inval);
             }
-            memory.room_for_regions(1)?;
+            memory.room_for_regions(memory.regions.len() + 1)?;
             memory.regions.insert(
                 start,
                 Region {

@@ -209,9 +209,9 @@ fn guard(resource: &str) -> i32 {
         println!("guard {resource}: cannot map its data");
         return 1;
     };
-    // SAFETY: `data` is a fresh mapping of GUARD_DATA_PAGES pages, ours alone.
-    let data =
-        unsafe { core::slice::from_raw_parts_mut(data, GUARD_DATA_PAGES * PAGE_SIZE as usize) };
+    let len = GUARD_DATA_PAGES * PAGE_SIZE as usize;
+    // SAFETY: `data` is a fresh mapping of `len` bytes, ours alone.
+    let data = unsafe { core::slice::from_raw_parts_mut(data, len) };
     data.fill(pattern);
     let Ok(probe_page) = map(1) else {
         println!("guard {resource}: cannot map its probe page");

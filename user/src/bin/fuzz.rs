@@ -230,13 +230,21 @@ fn main(args: &str) -> i32 {
         .ok();
     }
     let mut failures = 0;
-    for handle in handles.into_iter().flatten() {
-        if handle.join() != Ok(0) {
-            failures += 1;
+    for (index, handle) in handles.into_iter().enumerate() {
+        let Some(handle) = handle else {
+            continue;
+        };
+        match handle.join() {
+            Ok(0) => {}
+            Ok(_) => failures += 1,
+            Err(error) => {
+                println!("fuzz: FAIL seed {seed}: joining thread {index}: {error:?}");
+                failures += 1;
+            }
         }
     }
     if failures > 0 {
-        println!("fuzz: FAIL seed {seed}: {failures} threads found a broken rule");
+        println!("fuzz: FAIL seed {seed}: {failures} threads failed");
         return 1;
     }
     println!(
