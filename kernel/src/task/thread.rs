@@ -5,11 +5,15 @@
 //! the kernel runs on its behalf; its kernel-side state is whatever is on the
 //! stack below, down to the saved stack pointer when it is switched out.
 //!
-//! Kernel stacks live in their own kernel window with guard pages
-//! ([`crate::arch::kernel_stack`]). Freed ones are flushed from every CPU in
-//! batches, before their memory is reused, by whoever creates threads.
+//! Kernel threads' stacks live in their own kernel window with guard pages
+//! ([`crate::arch::kernel_stack`]); freed ones are flushed from every CPU in
+//! batches, before their memory is reused, by whoever creates threads. The
+//! kernel stacks of user threads are heap allocations charged to the
+//! programs' heap budget ([`crate::memory::heap`]), so that a program that
+//! creates threads runs into that budget, not into the frames every other
+//! process needs.
 
-use alloc::{sync::Arc, vec::Vec};
+use alloc::{boxed::Box, sync::Arc, vec::Vec};
 
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
@@ -23,8 +27,20 @@ use crate::{
         context::{self, ThreadStart},
         kernel_stack::{self, KernelStack, StackError},
     },
+    memory::heap,
     tlb,
 };
+
+/// The kernel stack of a user thread, in words (as large as a guarded one).
+const USER_THREAD_STACK_WORDS: usize = (kernel_stack::STACK_SIZE / 8) as usize;
+
+/// A thread's kernel stack.
+enum Stack {
+    /// In the kernel's stack window, above a guard page (kernel threads).
+    Guarded(KernelStack),
+    /// From the programs' heap budget (user threads).
+    Heap(Box<[u64]>),
+}
 
 /// Freed stacks wait until there are this many, then one kernel-range flush
 /// lets them all be reused (fewer interruptions of every CPU).
@@ -51,7 +67,7 @@ pub struct Thread {
     pub process: Option<Arc<Process>>,
     /// `None` for a thread that adopted a stack it did not allocate (the
     /// boot CPU's and each AP's initial context).
-    kernel_stack: Option<KernelStack>,
+    kernel_stack: Option<Stack>,
     /// Where `switch` left the stack pointer while the thread is not running.
     pub(crate) saved_rsp: AtomicU64,
     /// True from the moment a CPU switches to the thread until the CPU that
@@ -80,7 +96,7 @@ pub struct ExitStatus {
 impl Thread {
     fn with_stack(
         process: Option<Arc<Process>>,
-        kernel_stack: Option<KernelStack>,
+        kernel_stack: Option<Stack>,
         saved_rsp: u64,
     ) -> Arc<Self> {
         Arc::new(Self {
@@ -104,17 +120,20 @@ impl Thread {
         let mut stack = allocate_stack()
             .unwrap_or_else(|error| panic!("no stack for a kernel thread: {error}"));
         let rsp = context::prepare_stack(stack.words_mut(), start);
-        Self::with_stack(None, Some(stack), rsp)
+        Self::with_stack(None, Some(Stack::Guarded(stack)), rsp)
     }
 
     /// A new thread of `process` that starts as `start` says once
-    /// scheduled. Its kernel stack takes frames, not heap: `NoMem` when
-    /// there is no frame or stack slot left. Call with interrupts on and no
-    /// lock held: it may purge freed stacks, which waits for every CPU.
+    /// scheduled. Its kernel stack is an allocation the program caused, so
+    /// it comes out of the programs' heap budget: `NoMem` when that is spent.
     pub fn new_user(process: Arc<Process>, start: ThreadStart) -> Result<Arc<Self>, Errno> {
-        let mut stack = allocate_stack().map_err(|_| Errno::NoMem)?;
-        let rsp = context::prepare_stack(stack.words_mut(), start);
-        Ok(Self::with_stack(Some(process), Some(stack), rsp))
+        let mut stack = heap::try_zeroed_vec::<u64>(USER_THREAD_STACK_WORDS)?.into_boxed_slice();
+        let rsp = context::prepare_stack(&mut stack, start);
+        Ok(Self::with_stack(
+            Some(process),
+            Some(Stack::Heap(stack)),
+            rsp,
+        ))
     }
 
     /// The thread object for the context already running on this CPU.
@@ -127,9 +146,10 @@ impl Thread {
 
     /// The top of the kernel stack (RSP0 and the syscall stack), if owned.
     pub fn kernel_stack_top(&self) -> Option<u64> {
-        self.kernel_stack
-            .as_ref()
-            .map(|stack| stack.base() + kernel_stack::STACK_SIZE)
+        self.kernel_stack.as_ref().map(|stack| match stack {
+            Stack::Guarded(stack) => stack.base() + kernel_stack::STACK_SIZE,
+            Stack::Heap(words) => context::stack_top(words),
+        })
     }
 }
 
