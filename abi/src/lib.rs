@@ -185,9 +185,10 @@ pub const MAX_PROCESSES: usize = 64;
 /// fails with [`Errno::Again`].
 pub const MAX_THREADS: usize = 64;
 
-/// Most regions (mappings with one protection) one process may have;
-/// `mmap`, `mprotect` or `munmap` that could need more fails with
-/// [`Errno::NoMem`], as Linux does beyond `vm.max_map_count`.
+/// Most regions (mappings with one protection) one process may have; an
+/// `mmap`, `mprotect` or `munmap` that would leave more (splitting a region
+/// makes two) fails with [`Errno::NoMem`], as Linux does beyond
+/// `vm.max_map_count`.
 pub const MAX_REGIONS: usize = 1024;
 
 /// How many pages swap holds (16 MiB); `madvise(PAGEOUT)` beyond that
