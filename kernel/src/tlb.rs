@@ -259,9 +259,13 @@ pub fn init(
     let broadcast = match choice.mode {
         TlbMode::Ipi => None,
         TlbMode::BroadcastSoftware => Some(KernelBroadcast::Software),
-        TlbMode::Invlpgb => Some(KernelBroadcast::Invlpgb(InvlpgbLimits::from_cpuid_edx(
-            u32::from(cpu.invlpgb.expect("the invlpgb mode implies the feature")),
-        ))),
+        TlbMode::Invlpgb => {
+            let limits = InvlpgbLimits::from_cpuid_edx(u32::from(
+                cpu.invlpgb.expect("the invlpgb mode implies the feature"),
+            ));
+            arch::tlb::enable_invlpgb(limits.max_pages());
+            Some(KernelBroadcast::Invlpgb(limits))
+        }
     };
     let state = STATE.call_once(|| {
         let states: &'static [CpuTlbState] = (0..cpu_count)

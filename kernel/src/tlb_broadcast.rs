@@ -40,7 +40,7 @@ impl KernelBroadcast {
     fn carry_out(&self, op: BroadcastOp) {
         match self {
             Self::Software => broadcast_by_ipi(&op),
-            Self::Invlpgb(limits) => invlpgb_sequence(&op, *limits, issue_invlpgb),
+            Self::Invlpgb(limits) => invlpgb_sequence(&op, *limits, arch::tlb::invlpgb),
         }
     }
 }
@@ -78,18 +78,6 @@ pub fn invlpgb_sequence(
         }
         BroadcastOp::AllIncludingGlobal => issue(invlpgb::all_including_global()),
     }
-}
-
-/// Issues one INVLPGB (the INVLPGB backend only).
-fn issue_invlpgb(operands: InvlpgbOperands) {
-    // This backend exists only when `tlb::choose` found a usable INVLPGB
-    // (CPUID, Zen 3 or later) and PCIDs on, which every CPU enables in
-    // `tlb::init_this_cpu` before it runs anything else. The operands come
-    // from `invlpgb_sequence`, whose chunks respect the CPU's page limit,
-    // and `mm` follows every batch of operations with `sync` on this CPU
-    // without yielding in between.
-    // SAFETY: the instruction is usable, the operands legal, TLBSYNC follows here.
-    unsafe { arch::tlb::invlpgb(operands) };
 }
 
 /// Runs `op` on every online CPU (the software backend).
@@ -135,8 +123,7 @@ impl BroadcastBackend for KernelBroadcast {
             Self::Software => {}
             // The INVLPGBs of this flush were issued by this CPU (see the
             // variant's documentation), so this TLBSYNC waits for them.
-            // SAFETY: the backend exists only where TLBSYNC does.
-            Self::Invlpgb(_) => unsafe { arch::tlb::tlbsync() },
+            Self::Invlpgb(_) => arch::tlb::tlbsync(),
         }
     }
 }

@@ -16,7 +16,10 @@
 //! which operands to give them is `mm::invlpgb`'s business. The assembler
 //! gets their bytes, so no assembler feature flag is needed.
 
-use core::arch::asm;
+use core::{
+    arch::asm,
+    sync::atomic::{AtomicU32, Ordering},
+};
 
 use mm::invlpgb::InvlpgbOperands;
 use x86_64::{
@@ -137,19 +140,49 @@ pub fn invpcid_everything() {
     invpcid(InvPcidCommand::All);
 }
 
+/// The INVLPGB page limit of this machine, once [`enable_invlpgb`] found
+/// the instruction usable; 0 while it is not.
+static INVLPGB_MAX_PAGES: AtomicU32 = AtomicU32::new(0);
+
+/// Allows [`invlpgb`] and [`tlbsync`] from now on, with at most `max_pages`
+/// pages per instruction. The caller (`tlb::choose`) checked CPUID for a
+/// usable INVLPGB (Zen 3 or later) and turned PCIDs on; this re-checks what
+/// makes the instructions defined at all, and refuses otherwise.
+pub fn enable_invlpgb(max_pages: u32) {
+    let ext8 = super::cpuid::cpuid(0x8000_0008, 0);
+    assert!(
+        ext8.ebx & (1 << 3) != 0 && max_pages >= 1 && max_pages <= (ext8.edx & 0xffff) + 1,
+        "INVLPGB enabled on a CPU that does not report it (or beyond its page limit)"
+    );
+    INVLPGB_MAX_PAGES.store(max_pages, Ordering::Release);
+}
+
+fn invlpgb_allowed() -> u32 {
+    let max_pages = INVLPGB_MAX_PAGES.load(Ordering::Acquire);
+    assert!(max_pages > 0, "INVLPGB used before enable_invlpgb");
+    max_pages
+}
+
 /// INVLPGB: starts an invalidation on every CPU in the system (this one
 /// included) as `operands` describe. It completes only at the issuing CPU's
-/// next TLBSYNC.
-///
-/// # Safety
-///
-/// CPUID must report INVLPGB on a CPU where it is usable (Zen 3 or later),
-/// `operands` must respect the CPU's page-count limit, and if they name a
-/// PCID, CR4.PCIDE must be set. The caller must run [`tlbsync`] on this same
-/// CPU before relying on the invalidation, without being moved to another
-/// CPU in between.
-pub unsafe fn invlpgb(operands: InvlpgbOperands) {
-    // SAFETY: the caller upholds the instruction's requirements (see above).
+/// next [`tlbsync`], so callers pair the two on one CPU without migrating
+/// in between (an unpaired or split INVLPGB is a coherence bug, not a memory
+/// safety one: the instruction itself only drops translations).
+pub fn invlpgb(operands: InvlpgbOperands) {
+    let max_pages = invlpgb_allowed();
+    assert!(
+        (operands.ecx & 0xffff) < max_pages,
+        "INVLPGB operands {operands:?} exceed the CPU's {max_pages} pages"
+    );
+    assert!(
+        operands.rax & mm::invlpgb::FLAG_PCID == 0 || pcids_enabled(),
+        "INVLPGB names a PCID while CR4.PCIDE is clear"
+    );
+    // `enable_invlpgb` checked CPUID for the instruction, the count is
+    // within the CPU's limit and a PCID is named only with PCIDE set (the
+    // conditions without which it faults); invalidating translations
+    // changes no memory.
+    // SAFETY: the instruction exists and its operands are legal, checked above.
     unsafe {
         asm!(
             ".byte 0x0f, 0x01, 0xfe",
@@ -163,12 +196,10 @@ pub unsafe fn invlpgb(operands: InvlpgbOperands) {
 
 /// TLBSYNC: waits until every INVLPGB this CPU issued has completed on every
 /// CPU. Says nothing about other CPUs' INVLPGBs.
-///
-/// # Safety
-///
-/// CPUID must report INVLPGB (TLBSYNC comes with it) on a CPU where it is
-/// usable; otherwise the instruction raises #UD.
-pub unsafe fn tlbsync() {
-    // SAFETY: the caller checked that the instruction exists.
+pub fn tlbsync() {
+    invlpgb_allowed();
+    // TLBSYNC comes with INVLPGB, which `enable_invlpgb` found; it only
+    // waits.
+    // SAFETY: the instruction exists (checked above).
     unsafe { asm!(".byte 0x0f, 0x01, 0xff", options(nostack, preserves_flags)) };
 }
