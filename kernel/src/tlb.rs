@@ -339,13 +339,21 @@ pub fn enter_lazy() {
 /// Makes every CPU stop using `start..end` of `space` (after the page-table
 /// change). `freed_tables`: page-table pages are about to be freed.
 pub fn flush_range(space: &AddressSpaceTlb, start: u64, end: u64, freed_tables: bool) {
+    timed(|| {
+        system().flush_tlb_mm_range(
+            &KernelTlb,
+            space,
+            FlushRange::pages(start, end),
+            freed_tables,
+        );
+    });
+}
+
+/// Runs the flush request `flush`, recording how long it took
+/// ([`crate::tlb_latency`]).
+fn timed(flush: impl FnOnce()) {
     let timing = crate::tlb_latency::Timing::start();
-    system().flush_tlb_mm_range(
-        &KernelTlb,
-        space,
-        FlushRange::pages(start, end),
-        freed_tables,
-    );
+    flush();
     timing.finish();
 }
 
@@ -374,14 +382,12 @@ pub fn evict(space: &AddressSpaceTlb) {
 /// of `start..end` (after they were changed or removed). Interrupts on or
 /// off, no lock held: the flush waits for every CPU.
 pub fn flush_kernel_range(start: u64, end: u64) {
-    system().flush_kernel_range(&KernelTlb, start, end);
+    timed(|| system().flush_kernel_range(&KernelTlb, start, end));
 }
 
 /// Makes every CPU stop using anything of `space`.
 pub fn flush_all(space: &AddressSpaceTlb, freed_tables: bool) {
-    let timing = crate::tlb_latency::Timing::start();
-    system().flush_tlb_mm_range(&KernelTlb, space, FlushRange::All, freed_tables);
-    timing.finish();
+    timed(|| system().flush_tlb_mm_range(&KernelTlb, space, FlushRange::All, freed_tables));
 }
 
 /// Flushes the pages of `space` whose entries reclaim cleared: one deferred
@@ -389,11 +395,11 @@ pub fn flush_all(space: &AddressSpaceTlb, freed_tables: bool) {
 /// (`tlb.batch=off`), one flush per page.
 pub fn flush_reclaimed(space: &AddressSpaceTlb, pages: &[u64]) {
     if state().batch_reclaim {
-        let timing = crate::tlb_latency::Timing::start();
-        let mut batch = FlushBatch::new();
-        system().batch_add_pending(&mut batch, space);
-        system().batch_flush(&KernelTlb, &mut batch);
-        timing.finish();
+        timed(|| {
+            let mut batch = FlushBatch::new();
+            system().batch_add_pending(&mut batch, space);
+            system().batch_flush(&KernelTlb, &mut batch);
+        });
     } else {
         for &page in pages {
             flush_range(space, page, page + abi::PAGE_SIZE, false);

@@ -15,7 +15,7 @@ use clap::{Args, ValueEnum};
 
 use super::{
     CommonArgs, TlbMode, distinct,
-    plan::{Config, Format, LATENCY_METRICS, Metric, Plan, Sample, Source, Workload},
+    plan::{Config, Format, LATENCY_METRICS, Metric, Plan, Sample, Workload},
     table,
 };
 
@@ -79,16 +79,8 @@ pub struct PageoutArgs {
     pub common: CommonArgs,
 }
 
-const fn program(key: &'static str, heading: &'static str, format: Format) -> Metric {
-    Metric {
-        key,
-        source: Source::Program,
-        heading,
-        format,
-    }
-}
-
 fn metrics() -> Vec<Metric> {
+    let program = Metric::program;
     let mut metrics = vec![
         program("ns_per_loop", "time/loop", Format::Nanos),
         program("ipis_sent_per_loop", "IPIs sent/loop", Format::Ratio),

@@ -54,6 +54,18 @@ pub struct Metric {
     pub format: Format,
 }
 
+impl Metric {
+    /// A metric of the program's summary line.
+    pub const fn program(key: &'static str, heading: &'static str, format: Format) -> Self {
+        Self {
+            key,
+            source: Source::Program,
+            heading,
+            format,
+        }
+    }
+}
+
 /// The kernel's latency line's fields every benchmark keeps.
 pub const LATENCY_METRICS: [Metric; 4] = [
     Metric {

@@ -14,7 +14,7 @@ use clap::Args;
 
 use super::{
     CommonArgs, TlbMode, distinct, parse_seconds,
-    plan::{Config, Format, LATENCY_METRICS, Metric, Plan, Sample, Source, Workload},
+    plan::{Config, Format, LATENCY_METRICS, Metric, Plan, Sample, Workload},
     stats::Spread,
     svg::{Plot, Series},
     table,
@@ -55,17 +55,8 @@ pub struct TlbFlush2Args {
     pub common: CommonArgs,
 }
 
-/// A metric of the program's summary line.
-const fn program(key: &'static str, heading: &'static str, format: Format) -> Metric {
-    Metric {
-        key,
-        source: Source::Program,
-        heading,
-        format,
-    }
-}
-
 fn metrics() -> Vec<Metric> {
+    let program = Metric::program;
     let mut metrics = vec![
         program("iterations_per_s", "iterations/s", Format::Count),
         program("iterations", "iterations", Format::Count),

@@ -40,24 +40,26 @@ pub fn invlpg(va: u64) {
     x86_64::instructions::tlb::flush(VirtAddr::new_truncate(va));
 }
 
-/// Loads CR3 with `root` tagged `pcid`. With PCIDs off `pcid` must be 0 and
-/// every non-global entry is flushed; with PCIDs on, `keep_entries` decides
-/// whether the entries already tagged `pcid` survive the load.
+/// Loads CR3 with `root` tagged `pcid`. With PCIDs off `pcid` must be 0,
+/// `keep_entries` false, and every non-global entry is flushed; with PCIDs
+/// on, `keep_entries` decides whether the entries already tagged `pcid`
+/// survive the load. (Runs at every address-space switch: the caller knows
+/// whether PCIDs are on, so CR4 is only read to check it in debug builds.)
 pub fn load_root(root: PhysAddr, pcid: u16, keep_entries: bool) {
     debug_assert!(pcid < 1 << 12, "PCID {pcid} exceeds 12 bits");
     debug_assert!(
-        pcid == 0 || pcids_enabled(),
-        "PCID {pcid} while CR4.PCIDE is clear"
+        (pcid == 0 && !keep_entries) || pcids_enabled(),
+        "PCID {pcid} or the keep bit while CR4.PCIDE is clear"
     );
     let mut value = root.as_u64() | u64::from(pcid);
-    if keep_entries && pcids_enabled() {
+    if keep_entries {
         value |= CR3_KEEP_ENTRIES;
     }
     // Callers pass the root of a page table whose upper half is the
     // kernel's (every user table copies it), so the code and stack running
-    // now stay mapped at the same addresses. A non-zero PCID is only passed
-    // once CR4.PCIDE is set (checked above in debug builds); bit 63 is only
-    // set with PCIDE, where it is defined.
+    // now stay mapped at the same addresses. A non-zero PCID and bit 63 are
+    // only passed once CR4.PCIDE is set (checked above in debug builds), where
+    // they are defined.
     // SAFETY: the kernel half stays mapped across the load; the value is valid for CR3.
     unsafe { asm!("mov cr3, {}", in(reg) value, options(nostack, preserves_flags)) };
 }
