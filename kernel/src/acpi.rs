@@ -23,7 +23,7 @@ use core::fmt;
 
 use x86_64::PhysAddr;
 
-use crate::arch::phys::read_bytes;
+use hal::phys::read_bytes;
 
 const SDT_HEADER_LEN: usize = 36;
 const MADT_ENTRIES_OFFSET: usize = SDT_HEADER_LEN + 8;

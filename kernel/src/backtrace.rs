@@ -12,21 +12,20 @@
 //!   (end: outermost frame)
 //! ```
 //!
-//! The walk ([`crate::arch::stack_walk`]) and the lookup ([`crate::symbols`])
+//! The walk ([`hal::stack_walk`]) and the lookup ([`crate::symbols`])
 //! never fault and never allocate, so this is safe to call from any fatal
 //! path. A return address points just after its call instruction, which
 //! is the caller's last byte when the callee never returns (`_start`
 //! calling `kernel_main`); return addresses are therefore looked up one
 //! byte earlier, inside the call.
 
-use crate::{
-    UPPER_HALF_START,
-    arch::{
-        serial::write_emergency,
-        stack_walk::{self, WalkEnd},
-    },
-    symbols,
+use hal::paging::UPPER_HALF_START;
+use hal::{
+    serial::write_emergency,
+    stack_walk::{self, WalkEnd},
 };
+
+use crate::symbols;
 
 /// Prints the backtrace of a context stopped at `rip` with frame pointer
 /// `rbp` (from a trap frame, or [`stack_walk::here`]).

@@ -1,13 +1,9 @@
 //! The boot banner: what kernel this is, what CPU it found, which TLB (and
 //! user-page protection) features that CPU offers, and what memory it has.
 
-use crate::{
-    arch::{apic::ApicMode, protection},
-    cpu_features::CpuFeatures,
-    memory::MemorySummary,
-    println,
-    smp::SmpSummary,
-};
+use crate::{cpu_features::CpuFeatures, memory::MemorySummary, smp::SmpSummary};
+use hal::println;
+use hal::{apic::ApicMode, protection};
 
 const MIB: u64 = 1 << 20;
 
@@ -103,7 +99,7 @@ pub fn print(cpu: &CpuFeatures, memory: &MemorySummary, smp: &SmpSummary, symbol
         "clock: TSC {} MHz, APIC timer {} MHz, tick {} Hz",
         smp.tsc_hz / 1_000_000,
         smp.apic_timer_hz / 1_000_000,
-        crate::smp::timer::TICK_HZ
+        hal::timer::TICK_HZ
     );
     match symbols {
         Some(count) => println!("symbols: {count} in the kernel's symbol table, for backtraces"),

@@ -1,7 +1,7 @@
 //! The kernel command line: `key=value` words separated by spaces.
 //!
 //! The runner hands it over through QEMU's fw_cfg (see
-//! [`crate::arch::fw_cfg`]), so changing an option needs no new image. Every
+//! [`hal::fw_cfg`]), so changing an option needs no new image. Every
 //! word must be a known option with a valid value: a typo is rejected with a
 //! message naming the known options, because a silently ignored option makes
 //! an experiment measure something else than the student thinks.
@@ -11,10 +11,8 @@ use core::fmt;
 
 use log::LevelFilter;
 
-use crate::{
-    arch::fw_cfg::{self, FwCfgError},
-    tlb::{ModeRequest, TlbOptions},
-};
+use crate::tlb::{ModeRequest, TlbOptions};
+use hal::fw_cfg::{self, FwCfgError};
 
 /// The fw_cfg file the runner writes the command line into.
 pub const FW_CFG_FILE: &str = "opt/shootdown/cmdline";

@@ -14,7 +14,7 @@
 //!   user pages by accident.
 //! - **PGE** (`1:EDX[13]`): global pages, kept across CR3 loads (kernel mappings).
 
-use crate::arch::cpuid::cpuid;
+use hal::cpuid::cpuid;
 
 /// AMD family 19h is Zen 3 and Zen 4; 1Ah is Zen 5. Family 17h (Zen, Zen 2)
 /// may report INVLPGB but it is unusable there.

@@ -8,7 +8,8 @@
 
 use alloc::{format, string::String};
 
-use crate::{println, task::loader, tlb};
+use crate::{task::loader, tlb};
+use hal::println;
 
 struct Phase {
     title: &'static str,

@@ -5,11 +5,11 @@
 //! happened (which exception, the error code decoded, the faulting address for
 //! a page fault, whether SMEP and SMAP were on, every register, the
 //! backtrace) and end the run as a failure. Two exceptions to that: a
-//! *probe* ([`crate::arch::probe`]), an access the tests make on purpose to
+//! *probe* ([`hal::probe`]), an access the tests make on purpose to
 //! see it fault; and the NMI another CPU sends to ask a CPU that does not
-//! answer its IPIs where it is stuck ([`crate::arch::ipi`]).
+//! answer its IPIs where it is stuck ([`hal::ipi`]).
 
-use crate::arch::{cpu, ipi, percpu, probe, protection, serial::write_emergency, trap::TrapFrame};
+use hal::{cpu, ipi, percpu, probe, protection, serial::write_emergency, trap::TrapFrame};
 
 const NMI: u64 = 2;
 const PAGE_FAULT: u64 = 14;
@@ -98,7 +98,7 @@ pub fn handle(frame: &mut TrapFrame) {
 }
 
 /// The answer of a CPU that did not answer a cross-call and was sent an
-/// NMI to ask where it is (see [`crate::arch::ipi`]): where the NMI found
+/// NMI to ask where it is (see [`hal::ipi`]): where the NMI found
 /// it, and how it got there.
 fn report_where_stuck(frame: &TrapFrame) {
     const INTERRUPTS_ENABLED: u64 = 1 << 9;

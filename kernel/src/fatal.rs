@@ -7,26 +7,49 @@
 //! with the failure status. Nothing here waits for another CPU, so a fatal
 //! error can never turn into a hang.
 //!
-//! A kernel bug ([`stop`]) is reported with the CPU, the registers, a
-//! symbolized backtrace ([`crate::backtrace`]) and the last system call each
-//! CPU started (what a fuzzer needs to replay the crash); input the kernel
-//! cannot boot with ([`reject`]) needs only its message.
+//! A kernel bug ([`stop`]) is reported with the CPU, the registers and a
+//! symbolized backtrace ([`crate::backtrace`]); input the kernel cannot boot
+//! with ([`reject`]) needs only its message.
+//!
+//! Modules that have more to say are registered here at boot
+//! ([`set_reporters`], by `boot`) rather than called by name: the system-call log adds the last call
+//! each CPU started (what a fuzzer needs to replay a crash), and the test
+//! framework fails the test that was running. This module stays at the
+//! bottom of the kernel, below everything it reports on.
 
 use core::{
     fmt,
     sync::atomic::{AtomicBool, Ordering},
 };
 
-use crate::arch::{
+use hal::{
     cpu,
     qemu_exit::{QemuExitCode, exit_qemu},
     serial::write_emergency,
     stack_walk,
     trap::TrapFrame,
 };
+use spin::Once;
 
 /// Set by the first CPU that stops the machine.
 static STOPPING: AtomicBool = AtomicBool::new(false);
+
+/// What the fatal path tells the modules that report on it.
+pub struct Reporters {
+    /// After the backtrace of a kernel bug: more about the machine's state.
+    pub bug_details: fn(),
+    /// Last, on every fatal end, with its reason.
+    pub run_ends: fn(fmt::Arguments<'_>),
+}
+
+static REPORTERS: Once<Reporters> = Once::new();
+
+/// Registers what the fatal path reports besides the error itself. Called
+/// once at boot, before anything can go wrong that is worth more than its
+/// message; the first registration stays.
+pub fn set_reporters(reporters: Reporters) {
+    REPORTERS.call_once(|| reporters);
+}
 
 /// Ends the run for a kernel bug: prints `what`, the registers (of `frame`,
 /// if the error was a trap, else the few that describe the reporting
@@ -50,7 +73,9 @@ pub fn stop(what: fmt::Arguments<'_>, frame: Option<&TrapFrame>) -> ! {
             crate::backtrace::print(rip, rbp);
         }
     }
-    crate::task::syscall::print_last_calls();
+    if let Some(reporters) = REPORTERS.get() {
+        (reporters.bug_details)();
+    }
     finish(what)
 }
 
@@ -70,14 +95,16 @@ fn announce(what: fmt::Arguments<'_>) {
         write_emergency(format_args!("\nFATAL (while already stopping): {what}\n"));
         exit_qemu(QemuExitCode::Failure);
     }
-    match crate::arch::percpu::current_if_installed() {
+    match hal::percpu::current_if_installed() {
         Some(cpu) => write_emergency(format_args!("\nFATAL on CPU {}: {what}\n", cpu.index)),
         None => write_emergency(format_args!("\nFATAL: {what}\n")),
     }
 }
 
 fn finish(what: fmt::Arguments<'_>) -> ! {
-    crate::ktest::report_abort(what);
+    if let Some(reporters) = REPORTERS.get() {
+        (reporters.run_ends)(what);
+    }
     exit_qemu(QemuExitCode::Failure)
 }
 

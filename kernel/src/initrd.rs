@@ -1,7 +1,7 @@
 //! The initial ramdisk: the user programs that ship in the boot image.
 //!
 //! `boot/build.rs` packs every program of the `user` crate into one archive
-//! and the bootloader loads it next to the kernel ([`crate::arch::ramdisk`]).
+//! and the bootloader loads it next to the kernel ([`hal::ramdisk`]).
 //! The format (written by `boot/build/ramdisk.rs`), little-endian and
 //! 8-byte aligned throughout:
 //!
@@ -25,7 +25,7 @@ use core::fmt;
 use bootloader_api::BootInfo;
 use spin::Once;
 
-use crate::arch::ramdisk::{self, RamdiskError};
+use hal::ramdisk::{self, RamdiskError};
 
 /// The first eight bytes of every archive.
 pub const MAGIC: &[u8; 8] = b"SDRAMFS1";

@@ -1,29 +1,19 @@
-//! Hardware interrupts (vectors 32-255): the vector map and the dispatcher.
-//!
-//! | vector      | source                                    |
-//! |-------------|-------------------------------------------|
-//! | 0x20        | local APIC timer ([`crate::smp::timer`])  |
-//! | 0xE0-0xEF   | legacy PICs, masked (spurious only)       |
-//! | 0xF0        | cross-CPU call IPI ([`crate::arch::ipi`]) |
-//! | 0xF1        | reschedule IPI ([`crate::task::sched`])   |
-//! | 0xFF        | local APIC spurious interrupt             |
+//! Hardware interrupts (vectors 32-255): what each one does. The vector map
+//! itself is the hardware layer's ([`hal::vectors`]); the trap path calls
+//! [`dispatch`], registered at boot.
 
-use core::sync::atomic::Ordering;
+use hal::{apic::LocalApic, percpu, trap::TrapFrame, vectors};
 
-use crate::{
-    arch::{apic::LocalApic, percpu, pic::PIC_VECTOR_BASE, trap::TrapFrame},
-    task::{self, sched},
-};
-
-pub const TIMER_VECTOR: u8 = 0x20;
-pub const SPURIOUS_VECTOR: u8 = 0xFF;
+use crate::task::{self, sched};
 
 /// Handles interrupt `frame.vector` (32-255).
-pub fn dispatch(frame: &TrapFrame) {
+pub fn dispatch(frame: &mut TrapFrame) {
     let vector = frame.vector as u8;
     match vector {
-        TIMER_VECTOR => {
-            percpu::current().ticks.fetch_add(1, Ordering::Relaxed);
+        vectors::TIMER => {
+            percpu::current()
+                .ticks
+                .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
             end_of_interrupt();
             sched::tick();
             // Preemption: only ring 3 is ever interrupted mid-time-slice
@@ -32,22 +22,20 @@ pub fn dispatch(frame: &TrapFrame) {
                 sched::yield_now();
             }
         }
-        crate::arch::ipi::CALL_VECTOR => {
-            crate::arch::ipi::handle_call_ipi();
+        vectors::CROSS_CALL => {
+            hal::ipi::handle_call_ipi();
             end_of_interrupt();
         }
-        sched::RESCHEDULE_VECTOR => {
-            percpu::current()
-                .ipis_received
-                .fetch_add(1, Ordering::Relaxed);
+        vectors::RESCHEDULE => {
+            percpu::current().count_ipi_received();
             end_of_interrupt();
             if frame.interrupted_user() {
                 sched::yield_now();
             }
         }
         // Spurious interrupts are not in service: no EOI.
-        SPURIOUS_VECTOR => {}
-        _ if (PIC_VECTOR_BASE..PIC_VECTOR_BASE + 16).contains(&vector) => {}
+        vectors::SPURIOUS => {}
+        _ if (vectors::PIC_BASE..vectors::PIC_BASE + 16).contains(&vector) => {}
         _ => crate::fatal::stop(
             format_args!("unexpected interrupt vector {vector:#x}"),
             Some(frame),

@@ -17,7 +17,7 @@ impl Log for SerialLogger {
 
     fn log(&self, record: &Record<'_>) {
         if self.enabled(record.metadata()) {
-            crate::println!("[{:>5}] {}", record.level(), record.args());
+            hal::println!("[{:>5}] {}", record.level(), record.args());
         }
     }
 

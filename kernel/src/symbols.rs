@@ -3,7 +3,7 @@
 //! Crash reports print return addresses; a student needs function names.
 //! The kernel's ELF file keeps its `.symtab` (the dev profile drops only
 //! DWARF, see the workspace `Cargo.toml`), and the bootloader leaves the
-//! whole file in memory ([`crate::arch::kernel_image`]). The kernel is
+//! whole file in memory ([`hal::kernel_image`]). The kernel is
 //! linked at address 0 and placed at `BootInfo::kernel_image_offset`, so a
 //! run-time address minus that offset is a link-time symbol value.
 //!

@@ -34,11 +34,9 @@ use spin::Once;
 use x86_64::PhysAddr;
 
 pub use crate::tlb_broadcast::KernelBroadcast;
-use crate::{
-    arch::{self, cpu::without_interrupts, ipi, percpu},
-    cpu_features::CpuFeatures,
-    smp, time,
-};
+use crate::{cpu_features::CpuFeatures, smp};
+use hal::time;
+use hal::{cpu::without_interrupts, percpu};
 
 /// What `tlb=` asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -263,7 +261,7 @@ pub fn init(
             let limits = InvlpgbLimits::from_cpuid_edx(u32::from(
                 cpu.invlpgb.expect("the invlpgb mode implies the feature"),
             ));
-            arch::tlb::enable_invlpgb(limits.max_pages());
+            hal::tlb::enable_invlpgb(limits.max_pages());
             Some(KernelBroadcast::Invlpgb(limits))
         }
     };
@@ -312,10 +310,10 @@ pub fn mode() -> TlbMode {
 pub fn init_this_cpu() {
     let hardware = state().hardware;
     if hardware.pcids {
-        arch::tlb::enable_pcids();
+        hal::tlb::enable_pcids();
     }
     if hardware.translation_cache_extension {
-        arch::tlb::enable_translation_cache_extension();
+        hal::tlb::enable_translation_cache_extension();
     }
     system().init_cpu(&KernelTlb);
 }
@@ -370,7 +368,7 @@ pub fn evict(space: &AddressSpaceTlb) {
             switch_to_kernel();
         }
     };
-    if let Err(unanswered) = ipi::call_on(&targets, &leave) {
+    if let Err(unanswered) = smp::call_on(&targets, &leave) {
         crate::fatal::stop(
             format_args!("address-space eviction not acknowledged: {unanswered}"),
             None,
@@ -419,7 +417,7 @@ pub fn counters_line() -> String {
 
 /// The PCID in this CPU's CR3 (0 without PCIDs).
 fn current_pcid() -> Pcid {
-    (arch::cpu::cr3_raw() & 0xfff) as Pcid
+    (hal::cpu::cr3_raw() & 0xfff) as Pcid
 }
 
 /// The zero-sized handle `mm` calls back into; every method acts on the
@@ -447,48 +445,48 @@ impl TlbHardware for KernelTlb {
     }
 
     fn invlpg(&self, va: u64) {
-        arch::tlb::invlpg(va);
+        hal::tlb::invlpg(va);
     }
 
     fn flush_pcid(&self, pcid: Pcid) {
         let hardware = state().hardware;
         if hardware.invpcid {
-            arch::tlb::invpcid_single(pcid);
+            hal::tlb::invpcid_single(pcid);
         } else if !hardware.pcids || current_pcid() == pcid {
             // A CR3 load without the keep bit flushes the loaded PCID (the
             // only tag there is without PCIDs).
-            arch::tlb::reload_root();
+            hal::tlb::reload_root();
         } else {
             // Another PCID and no INVPCID: flushing everything is the only
             // way, and always correct.
-            arch::tlb::flush_everything();
+            hal::tlb::flush_everything();
         }
     }
 
     fn flush_all_nonglobal(&self) {
         let hardware = state().hardware;
         if hardware.invpcid {
-            arch::tlb::invpcid_all_nonglobal();
+            hal::tlb::invpcid_all_nonglobal();
         } else if hardware.pcids {
-            arch::tlb::flush_everything();
+            hal::tlb::flush_everything();
         } else {
-            arch::tlb::reload_root();
+            hal::tlb::reload_root();
         }
     }
 
     fn flush_everything(&self) {
         if state().hardware.invpcid {
-            arch::tlb::invpcid_everything();
+            hal::tlb::invpcid_everything();
         } else {
-            arch::tlb::flush_everything();
+            hal::tlb::flush_everything();
         }
     }
 
     fn load_address_space(&self, root: u64, pcid: Pcid, flush: bool) {
         if state().hardware.pcids {
-            arch::tlb::load_root(PhysAddr::new(root), pcid, !flush);
+            hal::tlb::load_root(PhysAddr::new(root), pcid, !flush);
         } else {
-            arch::tlb::load_root(PhysAddr::new(root), 0, false);
+            hal::tlb::load_root(PhysAddr::new(root), 0, false);
         }
     }
 
@@ -497,7 +495,7 @@ impl TlbHardware for KernelTlb {
             return;
         }
         let handler = || system().handle_flush_ipi(&KernelTlb, request);
-        if let Err(unanswered) = ipi::call_on(targets, &handler) {
+        if let Err(unanswered) = smp::call_on(targets, &handler) {
             // A translation that may still be in use cannot be given back:
             // stopping with a report is the only safe outcome.
             crate::fatal::stop(
@@ -524,7 +522,7 @@ impl TlbHardware for KernelTlb {
             let ctx = event
                 .ctx_id
                 .map_or(String::from("kernel"), |id| alloc::format!("{id}"));
-            crate::println!(
+            hal::println!(
                 "tlb-trace: cpu={} ctx={ctx} range={range} targets={:?} reason={:?}",
                 event.initiator,
                 event.targets,

@@ -17,7 +17,6 @@ use mm::{
 };
 
 use crate::{
-    arch::{self, ipi},
     smp,
     tlb::{KernelTlb, system},
 };
@@ -40,7 +39,13 @@ impl KernelBroadcast {
     fn carry_out(&self, op: BroadcastOp) {
         match self {
             Self::Software => broadcast_by_ipi(&op),
-            Self::Invlpgb(limits) => invlpgb_sequence(&op, *limits, arch::tlb::invlpgb),
+            Self::Invlpgb(limits) => invlpgb_sequence(&op, *limits, |operands| {
+                hal::tlb::invlpgb(hal::tlb::InvlpgbRegisters {
+                    rax: operands.rax,
+                    ecx: operands.ecx,
+                    edx: operands.edx,
+                })
+            }),
         }
     }
 }
@@ -83,7 +88,7 @@ pub fn invlpgb_sequence(
 /// Runs `op` on every online CPU (the software backend).
 fn broadcast_by_ipi(op: &BroadcastOp) {
     let handler = || system().handle_broadcast_ipi(&KernelTlb, op);
-    if let Err(unanswered) = ipi::call_on(&smp::online(), &handler) {
+    if let Err(unanswered) = smp::call_on(&smp::online(), &handler) {
         crate::fatal::stop(
             format_args!("TLB broadcast not acknowledged: {unanswered}"),
             None,
@@ -123,7 +128,7 @@ impl BroadcastBackend for KernelBroadcast {
             Self::Software => {}
             // The INVLPGBs of this flush were issued by this CPU (see the
             // variant's documentation), so this TLBSYNC waits for them.
-            Self::Invlpgb(_) => arch::tlb::tlbsync(),
+            Self::Invlpgb(_) => hal::tlb::tlbsync(),
         }
     }
 }

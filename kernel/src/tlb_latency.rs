@@ -28,7 +28,7 @@
 //! lower bound wide. A percentile is reported as the upper edge of the
 //! bucket it falls in (capped at the largest value recorded), hence at most
 //! 12.5% above the true value and never below it. Values are nanoseconds
-//! from [`crate::time::now_ns`]; under QEMU's TCG they are emulated time,
+//! from [`hal::time::now_ns`]; under QEMU's TCG they are emulated time,
 //! useful for comparing modes, not as hardware numbers.
 //!
 //! The mode is chosen once per boot, so one run's distributions are that
@@ -47,7 +47,9 @@ use core::{
     sync::atomic::{AtomicU64, Ordering},
 };
 
-use crate::{arch::percpu, time, tlb};
+use crate::tlb;
+use hal::percpu;
+use hal::time;
 
 /// Each power of two is split into `1 << SUB_BITS` buckets.
 const SUB_BITS: u32 = 3;

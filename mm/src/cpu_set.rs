@@ -46,6 +46,17 @@ impl CpuSet {
         Self { words: [0; WORDS] }
     }
 
+    /// The set whose CPU `64 * w + b` is bit `b` of `words[w]`: how the
+    /// kernel moves a set to and from the hardware layer's CPU mask.
+    pub const fn from_words(words: [u64; WORDS]) -> Self {
+        Self { words }
+    }
+
+    /// The set as words (see [`Self::from_words`]).
+    pub const fn words(&self) -> [u64; WORDS] {
+        self.words
+    }
+
     /// CPUs `0..n`: what a kernel with `n` CPUs online reports.
     pub fn first_n(n: usize) -> Self {
         assert!(n <= MAX_CPUS, "{n} CPUs exceed MAX_CPUS = {MAX_CPUS}");

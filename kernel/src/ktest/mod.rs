@@ -21,8 +21,12 @@
 //! ends. A test that hangs prints `run` with no result, and the host's timeout
 //! names it.
 
+mod frames;
+mod kernel_stack;
 mod macros;
+mod protection;
 mod selfcheck;
+mod smp;
 
 use alloc::{string::String, vec::Vec};
 use core::{
@@ -90,15 +94,15 @@ impl Test {
 /// Every test list in the kernel.
 const SUITES: &[&[Test]] = &[
     crate::acpi::tests::TESTS,
-    crate::arch::kernel_stack::tests::TESTS,
+    kernel_stack::TESTS,
     crate::cmdline::tests::TESTS,
     crate::cpu_features::tests::TESTS,
     crate::elf::tests::TESTS,
     crate::initrd::tests::TESTS,
-    crate::memory::frames::tests::TESTS,
+    frames::TESTS,
     crate::memory::heap::tests::TESTS,
-    crate::arch::protection::tests::TESTS,
-    crate::smp::tests::TESTS,
+    protection::TESTS,
+    smp::TESTS,
     crate::symbols::tests::TESTS,
     crate::task::tests::TESTS,
     crate::tlb::tests::TESTS,
@@ -142,24 +146,24 @@ pub fn run(filters: &[String]) -> Result<bool, UnmatchedFilter> {
     let selected: Vec<&Test> = all_tests()
         .filter(|test| test.selected_by(filters))
         .collect();
-    crate::println!("ktest: running {} tests", selected.len());
+    hal::println!("ktest: running {} tests", selected.len());
     for test in selected {
-        crate::println!("ktest: run {}", test.name);
+        hal::println!("ktest: run {}", test.name);
         *CURRENT.lock() = Some(test.name);
         let result = (test.run)();
         *CURRENT.lock() = None;
         match result {
             Ok(()) => {
                 PASSED.fetch_add(1, Ordering::Relaxed);
-                crate::println!("ktest: ok {}", test.name);
+                hal::println!("ktest: ok {}", test.name);
             }
             Err(failure) => {
                 FAILED.fetch_add(1, Ordering::Relaxed);
-                crate::println!("ktest: FAIL {}: {failure}", test.name);
+                hal::println!("ktest: FAIL {}: {failure}", test.name);
             }
         }
     }
-    print_summary(crate::arch::serial::write_fmt);
+    print_summary(hal::serial::write_fmt);
     Ok(FAILED.load(Ordering::Relaxed) == 0)
 }
 
@@ -171,7 +175,7 @@ pub fn list() {
         } else {
             ""
         };
-        crate::println!("ktest: test {}{note}", test.name);
+        hal::println!("ktest: test {}{note}", test.name);
     }
 }
 
@@ -184,8 +188,8 @@ pub fn report_abort(reason: fmt::Arguments<'_>) {
         return;
     };
     FAILED.fetch_add(1, Ordering::Relaxed);
-    crate::arch::serial::write_emergency(format_args!("ktest: FAIL {current}: {reason}\n"));
-    print_summary(crate::arch::serial::write_emergency);
+    hal::serial::write_emergency(format_args!("ktest: FAIL {current}: {reason}\n"));
+    print_summary(hal::serial::write_emergency);
 }
 
 fn print_summary(write: fn(fmt::Arguments<'_>)) {

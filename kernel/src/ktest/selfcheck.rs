@@ -17,12 +17,12 @@ use spin::Once;
 
 use super::{Test, TestResult};
 use crate::{
-    arch::context::ThreadStart,
     check, check_eq, require_ok, smp,
     task::{sched, thread::Thread, vm::AddressSpace},
-    time::Deadline,
     tlb,
 };
+use hal::context::ThreadStart;
+use hal::time::Deadline;
 
 pub const TESTS: &[Test] = &[
     Test::explicit("harness::fails", fails),
@@ -50,7 +50,7 @@ fn panics() -> TestResult {
 const UNMAPPED_ADDRESS: u64 = 0x0000_0dea_d000_0000;
 
 fn page_fault() -> TestResult {
-    let value = crate::arch::cpu::read_to_fault(UNMAPPED_ADDRESS);
+    let value = hal::cpu::read_to_fault(UNMAPPED_ADDRESS);
     panic!(
         "reading unmapped address {UNMAPPED_ADDRESS:#x} returned {value:#x} instead of faulting"
     );
@@ -80,9 +80,9 @@ fn smap_violation() -> TestResult {
             .load_region(USER_PAGE, PAGE_SIZE, prot::READ, &[42])
             .map_err(|errno| alloc::format!("{errno:?}"))
     );
-    crate::arch::cpu::disable_interrupts();
+    hal::cpu::disable_interrupts();
     tlb::switch_to(&space.tlb);
-    let value = crate::arch::cpu::read_to_fault(USER_PAGE);
+    let value = hal::cpu::read_to_fault(USER_PAGE);
     panic!("the kernel read {value:#x} from user page {USER_PAGE:#x}: SMAP did not stop it");
 }
 
@@ -130,7 +130,7 @@ fn stuck_cpu() -> TestResult {
 /// Runs on CPU 1 for [`stuck_cpu`]: loads the test's address space, then
 /// never answers an interrupt again.
 extern "C" fn spin_with_interrupts_off(_: u64) -> ! {
-    crate::arch::cpu::disable_interrupts();
+    hal::cpu::disable_interrupts();
     tlb::switch_to(
         &STUCK_SPACE
             .get()

@@ -5,7 +5,7 @@
 //! its own. Its size scales with RAM (an eighth of it, between 4 and 64 MiB).
 //!
 //! The allocator itself (and why its lock disables interrupts) is in
-//! [`crate::arch::global_alloc`].
+//! [`hal::global_alloc`].
 //!
 //! ## Programs cannot exhaust it
 //!
@@ -33,7 +33,7 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 use abi::Errno;
 
 use super::frames::{self, FRAME_SIZE};
-use crate::arch::global_alloc;
+use hal::global_alloc;
 
 const MIN_HEAP_BYTES: usize = 4 << 20;
 const MAX_HEAP_BYTES: usize = 64 << 20;
@@ -53,7 +53,7 @@ pub fn init(free_bytes: usize) -> Result<usize, HeapInitError> {
     let wanted_bytes = (free_bytes / 8).clamp(MIN_HEAP_BYTES, MAX_HEAP_BYTES);
     let frames = frames::allocate_permanent(wanted_bytes / FRAME_SIZE)
         .ok_or(HeapInitError { wanted_bytes })?;
-    global_alloc::init(crate::arch::phys::permanent_bytes(frames));
+    global_alloc::init(hal::phys::permanent_bytes(frames));
     RESERVE_BYTES.store(wanted_bytes / 4, Ordering::Relaxed);
     Ok(wanted_bytes)
 }
@@ -119,13 +119,13 @@ pub mod tests {
     }
 
     fn memory_is_reused() -> TestResult {
-        let before = crate::arch::global_alloc::used_bytes();
+        let before = hal::global_alloc::used_bytes();
         for round in 0..10_000u64 {
             let value = Box::new([round; 16]);
             check_eq!(value[15], round);
         }
         check_eq!(
-            crate::arch::global_alloc::used_bytes(),
+            hal::global_alloc::used_bytes(),
             before,
             "heap usage after freeing everything"
         );
@@ -148,7 +148,7 @@ pub mod tests {
         };
         check_eq!(outcome, Errno::NoMem, "after {} chunks", taken.len());
         let reserve = super::RESERVE_BYTES.load(core::sync::atomic::Ordering::Relaxed);
-        let free = crate::arch::global_alloc::free_bytes();
+        let free = hal::global_alloc::free_bytes();
         check!(
             free >= reserve && free < reserve + CHUNK,
             "{free} bytes free when the budget ran out; the reserve is {reserve}"

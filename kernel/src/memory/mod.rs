@@ -1,15 +1,14 @@
-//! Physical memory: the boot memory map, the frame allocator and the heap.
+//! Memory at boot: the frame allocator ([`hal::frames`]) set up from the
+//! boot memory map, and the kernel heap with its budget ([`heap`]).
 
-pub mod frames;
 pub mod heap;
-pub mod page_table;
 
 use bootloader_api::{
     BootInfo,
     info::{MemoryRegion, MemoryRegionKind},
 };
 
-use frames::FRAME_SIZE;
+use hal::frames::{self, FRAME_SIZE};
 
 /// What the kernel found and set up, for the boot banner.
 #[derive(Debug)]
@@ -55,22 +54,13 @@ impl core::fmt::Display for MemoryInitError {
     }
 }
 
-/// Whether any byte of the physical range `start..end` lies in a `Usable`
-/// region: memory the frame allocator may hand out, and so no place for
-/// data the kernel keeps reading (the ramdisk, its own ELF file).
-pub fn overlaps_usable(regions: &[MemoryRegion], start: u64, end: u64) -> bool {
-    regions.iter().any(|region| {
-        region.kind == MemoryRegionKind::Usable && region.start < end && start < region.end
-    })
-}
-
 /// Sets up the frame allocator and the heap from the bootloader's memory map.
 pub fn init(boot_info: &BootInfo) -> Result<MemorySummary, MemoryInitError> {
     let offset = boot_info
         .physical_memory_offset
         .into_option()
         .ok_or(MemoryInitError::NoPhysicalMemoryMapping)?;
-    crate::arch::phys::init(offset);
+    hal::phys::init(offset);
     let regions: &[MemoryRegion] = &boot_info.memory_regions;
     let free_frames = frames::init(regions).map_err(MemoryInitError::Frames)?;
     let heap_bytes = heap::init(free_frames * FRAME_SIZE).map_err(MemoryInitError::Heap)?;

@@ -12,7 +12,7 @@ use super::{
     sched,
     vm::{Access, FaultError},
 };
-use crate::arch::{self, trap::TrapFrame};
+use hal::{self, trap::TrapFrame};
 
 const PAGE_FAULT: u64 = 14;
 
@@ -27,7 +27,7 @@ pub fn handle(frame: &mut TrapFrame, name: &str) {
         const PRESENT: u64 = 1 << 0;
         const WRITE: u64 = 1 << 1;
         const INSTRUCTION_FETCH: u64 = 1 << 4;
-        let address = arch::cpu::page_fault_address();
+        let address = hal::cpu::page_fault_address();
         let access = Access {
             write: frame.error_code & WRITE != 0,
             execute: frame.error_code & INSTRUCTION_FETCH != 0,
@@ -42,9 +42,9 @@ pub fn handle(frame: &mut TrapFrame, name: &str) {
         } else {
             // The address-space lock may be held by a CPU waiting for a TLB
             // shootdown that this CPU must answer: take it with interrupts on.
-            arch::cpu::enable_interrupts();
+            hal::cpu::enable_interrupts();
             let resolved = process.space.handle_fault(address, access);
-            arch::cpu::disable_interrupts();
+            hal::cpu::disable_interrupts();
             resolved.map_err(|error| match error {
                 FaultError::Unmapped => "no mapping",
                 FaultError::Protection => "protection violation",
@@ -70,7 +70,7 @@ pub fn handle(frame: &mut TrapFrame, name: &str) {
     } else {
         alloc::format!("{name}, error code {:#x}", frame.error_code)
     };
-    crate::println!(
+    hal::println!(
         "process {} ({}) killed: thread {} {what} at rip {:#x}",
         process.pid,
         process.name,

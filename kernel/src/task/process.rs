@@ -35,7 +35,7 @@ use super::{
     thread::{Thread, ThreadState},
     vm::AddressSpace,
 };
-use crate::arch::{context::ThreadStart, cpu::without_interrupts};
+use hal::{context::ThreadStart, cpu::without_interrupts};
 
 /// The exit code of a process killed for a fault (128 + SIGSEGV, as shells
 /// report it).

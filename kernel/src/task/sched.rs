@@ -11,8 +11,9 @@
 //!   reschedule IPI if it is not this one; a preempted thread stays where it
 //!   is; an idle CPU takes a waiting thread that may run anywhere.
 //! - A thread switched out on CPU A may already sit in CPU B's queue; B does
-//!   not run it until A has saved its stack pointer (the thread's `on_cpu`
-//!   flag, cleared in [`finish_switch`]), and meanwhile runs something else.
+//!   not run it until A has saved its stack pointer (the context's
+//!   `is_on_cpu`, cleared when the switch away from it has finished, see
+//!   [`hal::context`]), and meanwhile runs something else.
 //! - Every address-space change goes through `mm`: a user thread's process
 //!   is switched to with `switch_mm`, a kernel thread (idle included) runs in
 //!   lazy TLB mode on whatever user address space was loaded.
@@ -20,31 +21,23 @@
 use alloc::{collections::VecDeque, sync::Arc, vec::Vec};
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use mm::CpuId;
+use mm::{CpuId, MAX_CPUS};
 use spin::{Mutex, Once};
 
 use super::thread::{Thread, ThreadState};
-use crate::{
-    arch::{
-        self,
-        apic::{IpiKind, LocalApic},
-        context::ThreadStart,
-        cpu::without_interrupts,
-        percpu,
-    },
-    smp, time, tlb,
+use crate::{smp, tlb};
+use hal::{
+    apic::{IpiKind, LocalApic},
+    context::ThreadStart,
+    cpu::without_interrupts,
+    percpu, time, vectors,
 };
-
-/// The vector of the IPI that makes an idle CPU look at its run queue.
-pub const RESCHEDULE_VECTOR: u8 = 0xF1;
 
 /// One CPU's scheduler state.
 pub struct CpuScheduler {
     run_queue: Mutex<VecDeque<Arc<Thread>>>,
     /// The thread running on this CPU.
     current: Mutex<Option<Arc<Thread>>>,
-    /// The thread this CPU just switched away from, until [`finish_switch`].
-    pub(crate) previous: Mutex<Option<Arc<Thread>>>,
     idle: Once<Arc<Thread>>,
     /// Threads sleeping until their `wake_at`, checked every tick.
     sleepers: Mutex<Vec<Arc<Thread>>>,
@@ -53,12 +46,24 @@ pub struct CpuScheduler {
     pub context_switches: AtomicU64,
 }
 
+/// Each CPU's scheduler, by CPU index.
+static SCHEDULERS: [CpuScheduler; MAX_CPUS] = [const { CpuScheduler::new() }; MAX_CPUS];
+
+/// This CPU's scheduler.
+fn this_cpu() -> &'static CpuScheduler {
+    &SCHEDULERS[percpu::current().index]
+}
+
+/// CPU `cpu`'s scheduler.
+pub fn of_cpu(cpu: CpuId) -> &'static CpuScheduler {
+    &SCHEDULERS[cpu]
+}
+
 impl CpuScheduler {
-    pub fn new() -> Self {
+    const fn new() -> Self {
         Self {
             run_queue: Mutex::new(VecDeque::new()),
             current: Mutex::new(None),
-            previous: Mutex::new(None),
             idle: Once::new(),
             sleepers: Mutex::new(Vec::new()),
             busy: AtomicBool::new(false),
@@ -76,17 +81,19 @@ impl CpuScheduler {
 
 /// The thread running on this CPU.
 pub fn current() -> Arc<Thread> {
-    without_interrupts(|| percpu::current().sched.current.lock().clone())
+    without_interrupts(|| this_cpu().current.lock().clone())
         .expect("every CPU runs a thread after sched::init")
 }
 
 /// Makes the context running on the boot CPU a thread (the "boot thread",
 /// which runs tests and the demo) and gives the CPU an idle thread.
 pub fn init_boot_cpu() {
-    let cpu = percpu::current();
-    *cpu.sched.current.lock() = Some(Thread::adopt_current());
-    cpu.sched.busy.store(true, Ordering::Relaxed);
-    cpu.sched.idle.call_once(|| {
+    let scheduler = this_cpu();
+    let boot_thread = Thread::adopt_current();
+    hal::context::adopt(boot_thread.clone());
+    *scheduler.current.lock() = Some(boot_thread);
+    scheduler.busy.store(true, Ordering::Relaxed);
+    scheduler.idle.call_once(|| {
         Thread::new_kernel(ThreadStart::Kernel {
             entry: idle_entry,
             argument: 0,
@@ -96,10 +103,11 @@ pub fn init_boot_cpu() {
 
 /// Makes the context running on this AP its idle thread and idles.
 pub fn run_idle_on_ap() -> ! {
-    let cpu = percpu::current();
+    let scheduler = this_cpu();
     let idle = Thread::adopt_current();
-    cpu.sched.idle.call_once(|| Arc::clone(&idle));
-    *cpu.sched.current.lock() = Some(idle);
+    hal::context::adopt(idle.clone());
+    scheduler.idle.call_once(|| Arc::clone(&idle));
+    *scheduler.current.lock() = Some(idle);
     idle_loop()
 }
 
@@ -112,14 +120,14 @@ extern "C" fn idle_entry(_: u64) -> ! {
 /// in lazy TLB mode.
 fn idle_loop() -> ! {
     loop {
-        arch::cpu::disable_interrupts();
-        if percpu::current().sched.run_queue.lock().is_empty() && !steal() {
+        hal::cpu::disable_interrupts();
+        if this_cpu().run_queue.lock().is_empty() && !steal() {
             // `sti; hlt` is atomic with respect to interrupts: a wake-up IPI
             // that arrives after the check still ends the halt.
-            arch::cpu::enable_interrupts_and_halt();
+            hal::cpu::enable_interrupts_and_halt();
         } else {
             schedule();
-            arch::cpu::enable_interrupts();
+            hal::cpu::enable_interrupts();
         }
     }
 }
@@ -128,20 +136,16 @@ fn idle_loop() -> ! {
 /// queue to this one's. Interrupts off. Returns whether it found one.
 fn steal() -> bool {
     let me = percpu::current();
-    for cpu in smp::online()
-        .iter()
-        .filter(|&cpu| cpu != me.index)
-        .filter_map(smp::cpu)
-    {
+    for cpu in smp::online().iter().filter(|&cpu| cpu != me.index) {
         let stolen = {
-            let mut queue = cpu.sched.run_queue.lock();
+            let mut queue = of_cpu(cpu).run_queue.lock();
             let position = queue
                 .iter()
                 .position(|thread| thread.affinity.load(Ordering::Relaxed) == abi::ANY_CPU);
             position.and_then(|position| queue.remove(position))
         };
         if let Some(thread) = stolen {
-            me.sched.run_queue.lock().push_back(thread);
+            this_cpu().run_queue.lock().push_back(thread);
             return true;
         }
     }
@@ -156,7 +160,7 @@ fn choose_cpu(thread: &Thread) -> CpuId {
         return affinity as CpuId;
     }
     let last = thread.last_cpu.load(Ordering::Relaxed);
-    let load = |cpu: CpuId| smp::cpu(cpu).map_or(usize::MAX, |cpu| cpu.sched.load());
+    let load = |cpu: CpuId| of_cpu(cpu).load();
     let mut best = if online.contains(last) {
         last
     } else {
@@ -181,12 +185,12 @@ fn enqueue(thread: Arc<Thread>) {
 /// it is not this one.
 fn enqueue_on(thread: Arc<Thread>, target: CpuId) {
     let target_cpu = smp::cpu(target).expect("online CPUs are registered");
-    without_interrupts(|| target_cpu.sched.run_queue.lock().push_back(thread));
+    without_interrupts(|| of_cpu(target).run_queue.lock().push_back(thread));
     let me = percpu::current();
     if target != me.index
         && let Ok(apic) = LocalApic::get()
     {
-        apic.send(target_cpu.apic_id, IpiKind::Fixed(RESCHEDULE_VECTOR));
+        apic.send(target_cpu.apic_id, IpiKind::Fixed(vectors::RESCHEDULE));
         me.count_ipi_sent();
     }
 }
@@ -228,11 +232,7 @@ pub fn sleep(nanoseconds: u64) {
     while time::now_ns() < deadline {
         without_interrupts(|| {
             *me.state.lock() = ThreadState::Blocked;
-            percpu::current()
-                .sched
-                .sleepers
-                .lock()
-                .push(Arc::clone(&me));
+            this_cpu().sleepers.lock().push(Arc::clone(&me));
         });
         if !block_unless_killed(&me) {
             return;
@@ -246,7 +246,7 @@ pub fn sleep(nanoseconds: u64) {
 pub fn tick() {
     let now = time::now_ns();
     let due: Vec<Arc<Thread>> = {
-        let mut sleepers = percpu::current().sched.sleepers.lock();
+        let mut sleepers = this_cpu().sleepers.lock();
         sleepers.retain(|thread| *thread.state.lock() == ThreadState::Blocked);
         let (due, waiting) = sleepers
             .drain(..)
@@ -262,7 +262,7 @@ pub fn tick() {
 /// Switches to the next runnable thread (or idle). Interrupts must be off.
 pub fn schedule() {
     let cpu = percpu::current();
-    let scheduler = &cpu.sched;
+    let scheduler = this_cpu();
     let previous = scheduler
         .current
         .lock()
@@ -292,7 +292,6 @@ pub fn schedule() {
         *scheduler.current.lock() = Some(next);
         return;
     }
-    next.on_cpu.store(true, Ordering::Relaxed);
     *next.state.lock() = ThreadState::Running;
     next.last_cpu.store(cpu.index, Ordering::Relaxed);
     scheduler
@@ -307,16 +306,17 @@ pub fn schedule() {
     if let Some(top) = next.kernel_stack_top() {
         cpu.set_kernel_stack(top);
     }
-    let next_rsp = next.saved_rsp.load(Ordering::Relaxed);
-    *scheduler.current.lock() = Some(next);
-    arch::context::switch_threads(&scheduler.previous, previous, next_rsp);
-    finish_switch();
+    *scheduler.current.lock() = Some(Arc::clone(&next));
+    // `previous` stays alive in the hardware layer until the switch away
+    // from it has finished; this reference is not needed for that.
+    drop(previous);
+    hal::context::switch_to(next);
 }
 
 /// The next thread to run here: the first queued one that is runnable and
 /// not still being switched out by another CPU, or idle.
 ///
-/// Threads whose `on_cpu` is still set go back to the queue rather than
+/// Threads still on a CPU (being switched out there) go back to the queue rather than
 /// being waited for: two CPUs handing each other their previous threads
 /// would otherwise each wait for the other forever. Entries whose thread is
 /// no longer runnable (a kill's wake-up that raced with the thread's own
@@ -333,7 +333,7 @@ fn pick_next(scheduler: &CpuScheduler, previous: &Arc<Thread>, idle: &Arc<Thread
         if *candidate.state.lock() != ThreadState::Runnable {
             continue;
         }
-        if candidate.on_cpu.load(Ordering::Acquire) {
+        if candidate.context.is_on_cpu() {
             busy_elsewhere.push(candidate);
             continue;
         }
@@ -343,24 +343,11 @@ fn pick_next(scheduler: &CpuScheduler, previous: &Arc<Thread>, idle: &Arc<Thread
     next
 }
 
-/// Runs on the thread just switched to: lets the previous thread go (its
-/// stack pointer is saved now), dropping it for good if it has exited.
-fn finish_switch() {
-    if let Some(previous) = percpu::current().sched.previous.lock().take() {
-        previous.on_cpu.store(false, Ordering::Release);
-    }
-}
-
-/// The first thing a new thread runs (from the trampoline), interrupts off.
-pub extern "C" fn thread_started() {
-    finish_switch();
-}
-
 /// Ends the current thread with `value`. Never returns. May wait for other
 /// CPUs (the last thread tears the address space down), so it turns
 /// interrupts on first.
 pub fn exit_current(value: i64) -> ! {
-    arch::cpu::enable_interrupts();
+    hal::cpu::enable_interrupts();
     let me = current();
     let joiners = {
         let mut exit = me.exit.lock();

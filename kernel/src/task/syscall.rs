@@ -1,6 +1,6 @@
 //! System calls: decode, validate, run, return.
 //!
-//! The entry stub ([`crate::arch::syscall`]) hands over the caller's
+//! The entry stub ([`hal::syscall`]) hands over the caller's
 //! registers as a [`TrapFrame`]. Every argument is untrusted: numbers are
 //! checked against [`abi::Syscall`], flags against the bits the kernel
 //! knows, pointers and lengths by the address space itself (which refuses
@@ -14,12 +14,11 @@ use core::{
 };
 
 use abi::{Errno, Syscall, map};
+use mm::MAX_CPUS;
 
 use super::{loader, process::Process, sched, thread::Thread};
-use crate::{
-    arch::{self, percpu, trap::TrapFrame},
-    smp, time,
-};
+use crate::smp;
+use hal::{percpu, time, trap::TrapFrame};
 
 /// The longest single `write`.
 const MAX_WRITE: u64 = 64 * 1024;
@@ -29,15 +28,21 @@ const MAX_ARGS: u64 = 4096;
 
 type SyscallResult = Result<u64, Errno>;
 
-/// The last system call each CPU started (one per CPU, in its `PerCpu`),
+/// The last system call each CPU started (one per CPU, in [`LAST_CALLS`]),
 /// for crash reports: when hostile input brings the kernel down, the report
 /// names the call. Written with relaxed stores on every call; read only on
 /// the fatal path, where a torn record is still better than none.
-#[derive(Default)]
-pub struct LastCall {
+struct LastCall {
     /// Process id (0: no call yet), thread id, number, first four arguments.
     words: [AtomicU64; 7],
 }
+
+/// Each CPU's last call, by CPU index.
+static LAST_CALLS: [LastCall; MAX_CPUS] = [const {
+    LastCall {
+        words: [const { AtomicU64::new(0) }; 7],
+    }
+}; MAX_CPUS];
 
 impl LastCall {
     fn record(&self, pid: u64, tid: u64, number: u64, args: &[u64; 6]) {
@@ -68,12 +73,8 @@ impl core::fmt::Display for Lossy<'_> {
 /// Prints each CPU's [`LastCall`], if any CPU made one. Never blocks.
 pub fn print_last_calls() {
     let mut header = false;
-    for (index, cpu) in smp::online()
-        .iter()
-        .filter_map(|index| Some((index, smp::cpu(index)?)))
-    {
-        let [pid, tid, number, a0, a1, a2, a3] = cpu
-            .last_syscall
+    for index in &smp::online() {
+        let [pid, tid, number, a0, a1, a2, a3] = LAST_CALLS[index]
             .words
             .each_ref()
             .map(|word| word.load(Ordering::Relaxed));
@@ -81,15 +82,15 @@ pub fn print_last_calls() {
             continue;
         }
         if !header {
-            arch::serial::write_emergency(format_args!("last system call started on each CPU:\n"));
+            hal::serial::write_emergency(format_args!("last system call started on each CPU:\n"));
             header = true;
         }
         let args = format_args!("({a0:#x}, {a1:#x}, {a2:#x}, {a3:#x})");
         match Syscall::from_number(number) {
-            Some(call) => arch::serial::write_emergency(format_args!(
+            Some(call) => hal::serial::write_emergency(format_args!(
                 "  cpu {index}: pid {pid} thread {tid}: {call:?}{args}\n"
             )),
-            None => arch::serial::write_emergency(format_args!(
+            None => hal::serial::write_emergency(format_args!(
                 "  cpu {index}: pid {pid} thread {tid}: unknown system call {number}{args}\n"
             )),
         }
@@ -99,7 +100,7 @@ pub fn print_last_calls() {
 /// Handles the system call in `frame` (entered with interrupts off) and
 /// stores its result in `frame.rax`.
 pub fn dispatch(frame: &mut TrapFrame) {
-    arch::cpu::enable_interrupts();
+    hal::cpu::enable_interrupts();
     let me = sched::current();
     let process = Arc::clone(
         me.process
@@ -109,9 +110,7 @@ pub fn dispatch(frame: &mut TrapFrame) {
     let args = [
         frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8, frame.r9,
     ];
-    percpu::current()
-        .last_syscall
-        .record(process.pid, me.tid, frame.rax, &args);
+    LAST_CALLS[percpu::current().index].record(process.pid, me.tid, frame.rax, &args);
     let result = match Syscall::from_number(frame.rax) {
         // `exit_current` never returns, so this frame's references to the
         // thread and the process must go first: kept, they would keep both
@@ -134,7 +133,7 @@ pub fn dispatch(frame: &mut TrapFrame) {
         Err(errno) => (-(errno as i64)) as u64,
     };
     drop((me, process));
-    arch::cpu::disable_interrupts();
+    hal::cpu::disable_interrupts();
     super::before_return_to_user();
 }
 
@@ -150,7 +149,7 @@ fn handle(
             // Like Linux, a long write is a short write.
             let len = a1.min(MAX_WRITE);
             let bytes = space.copy_in(a0, len as usize)?;
-            crate::print!("{}", Lossy(&bytes));
+            hal::print!("{}", Lossy(&bytes));
             Ok(len)
         }
         Syscall::ThreadSpawn => {

@@ -16,11 +16,12 @@ use super::{
     vm::{Access, AddressSpace, FaultError},
 };
 use crate::{
-    arch::{context::ThreadStart, percpu},
     check, check_eq,
     ktest::{Test, TestResult},
-    require_ok, smp, time, tlb,
+    require_ok, smp, tlb,
 };
+use hal::time;
+use hal::{context::ThreadStart, percpu};
 
 pub const TESTS: &[Test] = &[
     Test::new(
@@ -110,7 +111,7 @@ fn new_space() -> Result<AddressSpace, crate::ktest::TestFailure> {
 
 fn demand_zero_copy_and_discard() -> TestResult {
     let space = new_space()?;
-    let free_frames = crate::memory::frames::free_count();
+    let free_frames = hal::frames::free_count();
     let base = require_ok!(
         space
             .map_anonymous(0, 3 * PAGE_SIZE, prot::READ | prot::WRITE, false)
@@ -134,7 +135,7 @@ fn demand_zero_copy_and_discard() -> TestResult {
     check_eq!(space.unmap(base, 3 * PAGE_SIZE), Ok(()));
     check_eq!(space.copy_in(base, 1), Err(Errno::Fault), "after munmap");
     check_eq!(
-        crate::memory::frames::free_count(),
+        hal::frames::free_count(),
         free_frames,
         "pages and page-table pages freed by munmap"
     );

@@ -19,15 +19,13 @@ use mm::AddressSpaceTlb;
 use spin::Mutex;
 use x86_64::PhysAddr;
 
-use crate::{
-    arch::phys,
-    memory::{
-        frames::{self, Frame},
-        heap,
-        page_table::{self, Leaf, OutOfFrames, PageTable},
-    },
-    tlb,
+use hal::phys;
+use hal::{
+    frames::{self, Frame},
+    page_table::{self, Leaf, OutOfFrames, PageTable},
 };
+
+use crate::{memory::heap, tlb};
 
 use super::swap;
 

@@ -1,0 +1,236 @@
+//! Cross-CPU calls: run a function on a set of CPUs and wait until each has
+//! finished.
+//!
+//! This is the mechanism every IPI-based TLB shootdown is built on. The
+//! caller queues one shared request in each target's inbox, sends each
+//! target an IPI on [`vectors::CROSS_CALL`], runs the function itself if it is a
+//! target, and waits until every target has removed itself from the
+//! request's `pending` set.
+//!
+//! Three properties matter:
+//! - **No IPI without a remote target.** Calling only yourself (or running on
+//!   the only online CPU) runs the function directly; the IPI counters stay
+//!   at zero. A kernel that IPIs itself, or an empty set, is wasting the most
+//!   expensive operation in the protocol.
+//! - **No deadlock between callers.** Two CPUs may call each other at the
+//!   same time, each with interrupts disabled. A waiting CPU therefore
+//!   serves its own inbox while it spins, so each answers the other.
+//!   Callers *may* have interrupts disabled, but must not hold a lock that
+//!   the called function (or any function another CPU may be calling on
+//!   them) takes.
+//! - **No silent hang.** A target that has not answered after
+//!   [`ANSWER_TIMEOUT`] is reported, with the CPUs that did not answer,
+//!   instead of being waited for forever. Each such CPU is also sent a
+//!   non-maskable interrupt, which it takes even with interrupts off, and
+//!   prints where it is stuck: its instruction pointer and backtrace (see
+//!   `crate::exceptions`).
+//!
+//! The work runs with interrupts off on every CPU, the caller's included (as
+//! in an interrupt handler, which is where targets usually run it): it must
+//! be short and must not block.
+//!
+//! A call allocates nothing: the request lives on the caller's stack and each
+//! target's inbox holds a reference to it. That is why this module is part of
+//! the architecture layer: the reference outlives the borrow checker's view
+//! of it, and [`call_on`] upholds the rule that makes it sound: it does not
+//! return while any CPU can still reach the request. Each target's last access
+//! is removing itself from `pending`; a target that does not answer in time
+//! is retracted from its inbox (under the inbox lock) before it could start.
+
+use core::{fmt, sync::atomic::Ordering, time::Duration};
+
+use crate::{
+    apic::{IpiKind, LocalApic},
+    cpu::without_interrupts,
+    cpu_mask::{AtomicCpuMask, CpuMask},
+    percpu, smp,
+    time::Deadline,
+    vectors,
+};
+
+/// How long a caller waits for its targets before reporting them. Generous:
+/// under TCG with more vCPUs than host cores an IPI can wait milliseconds
+/// for its target to be scheduled.
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a caller waits for the CPUs it asked (by NMI) where they are
+/// stuck to print their answer.
+const STUCK_REPORT_WAIT: Duration = Duration::from_millis(500);
+
+/// CPUs asked by NMI to report where they are stuck, until they have.
+static STUCK_REPORTS: AtomicCpuMask = AtomicCpuMask::new();
+
+/// One cross-CPU call, on the caller's stack, shared with its targets.
+pub struct CrossCall<'a> {
+    work: &'a (dyn Fn() + Sync),
+    /// Targets that have not finished `work` yet.
+    pending: AtomicCpuMask,
+}
+
+/// How inboxes hold a request: see the module docs for why `'static` is
+/// sound here.
+pub type QueuedCall = &'static CrossCall<'static>;
+
+/// Targets that did not answer within [`ANSWER_TIMEOUT`].
+#[derive(Debug)]
+pub struct Unanswered {
+    pub cpus: CpuMask,
+}
+
+impl fmt::Display for Unanswered {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let plural = if self.cpus.count() == 1 { "" } else { "s" };
+        write!(f, "cpu{plural} ")?;
+        for (index, cpu) in self.cpus.iter().enumerate() {
+            if index > 0 {
+                write!(f, ", ")?;
+            }
+            write!(f, "{cpu}")?;
+        }
+        write!(
+            f,
+            " did not answer a cross-call IPI within {:?}",
+            ANSWER_TIMEOUT
+        )
+    }
+}
+
+/// Runs `work` on every online CPU in `targets` (including this one, if it is
+/// a target) and returns when all have finished it. On `Err`, the listed
+/// CPUs did not start it within [`ANSWER_TIMEOUT`], never ran it and never
+/// will.
+pub fn call_on(targets: &CpuMask, work: &(dyn Fn() + Sync)) -> Result<(), Unanswered> {
+    call_on_within(targets, work, ANSWER_TIMEOUT)
+}
+
+/// [`call_on`] with a chosen answer timeout.
+pub fn call_on_within(
+    targets: &CpuMask,
+    work: &(dyn Fn() + Sync),
+    timeout: Duration,
+) -> Result<(), Unanswered> {
+    let me = percpu::current();
+    let remote = targets.intersection(&smp::online()).without(me.index);
+    let run_here = targets.contains(me.index);
+    if remote.is_empty() {
+        if run_here {
+            without_interrupts(work);
+        }
+        return Ok(());
+    }
+
+    let call = CrossCall {
+        work,
+        pending: AtomicCpuMask::new(),
+    };
+    for cpu in &remote {
+        call.pending.insert(cpu, Ordering::Relaxed);
+    }
+    // The extended reference is only stored in inboxes, and this
+    // function does not return until no inbox holds it and no CPU runs it.
+    // SAFETY: `call_on` outlives every use of the extended reference.
+    let queued: QueuedCall = unsafe { core::mem::transmute::<&CrossCall<'_>, QueuedCall>(&call) };
+    let apic = LocalApic::get().expect("the local APIC is set up before cross-calls");
+    for cpu in &remote {
+        let target = smp::cpu(cpu).expect("online CPUs are registered");
+        // The inbox push happens-before the IPI; the handler pops under the
+        // same lock, so it sees the request.
+        without_interrupts(|| target.inbox.lock().push_back(queued));
+        apic.send(target.apic_id, IpiKind::Fixed(vectors::CROSS_CALL));
+        me.count_ipi_sent();
+    }
+    if run_here {
+        without_interrupts(work);
+    }
+
+    let deadline = Deadline::after(timeout);
+    let mut unanswered = CpuMask::new();
+    // Acquire pairs with the targets' Release removal: once a target is gone
+    // from `pending`, everything its `work` wrote is visible here.
+    while !call.pending.is_empty(Ordering::Acquire) {
+        serve_inbox();
+        if deadline.has_passed() {
+            retract(&call, queued, &mut unanswered);
+        }
+        core::hint::spin_loop();
+    }
+    if unanswered.is_empty() {
+        Ok(())
+    } else {
+        ask_where_stuck(&unanswered);
+        Err(Unanswered { cpus: unanswered })
+    }
+}
+
+/// Sends each CPU in `cpus` an NMI asking it to print where it is, and
+/// waits a little for the answers.
+fn ask_where_stuck(cpus: &CpuMask) {
+    let Ok(apic) = LocalApic::get() else {
+        return;
+    };
+    for cpu in cpus {
+        if let Some(target) = smp::cpu(cpu) {
+            STUCK_REPORTS.insert(cpu, Ordering::Release);
+            apic.send(target.apic_id, IpiKind::Nmi);
+        }
+    }
+    let deadline = Deadline::after(STUCK_REPORT_WAIT);
+    while !deadline.has_passed()
+        && !STUCK_REPORTS
+            .snapshot(Ordering::Acquire)
+            .intersection(cpus)
+            .is_empty()
+    {
+        core::hint::spin_loop();
+    }
+}
+
+/// For the NMI handler: whether this CPU was asked where it is stuck. If
+/// so, `report` prints the answer and the request is cleared.
+pub fn answer_where_stuck(report: impl FnOnce()) -> bool {
+    let me = percpu::current().index;
+    if !STUCK_REPORTS.contains(me, Ordering::Acquire) {
+        return false;
+    }
+    report();
+    STUCK_REPORTS.remove(me, Ordering::Release);
+    true
+}
+
+/// Removes `queued` from the inbox of every CPU still pending that has not
+/// started it; those CPUs go into `unanswered`. A CPU that already started it
+/// is waited for.
+fn retract(call: &CrossCall<'_>, queued: QueuedCall, unanswered: &mut CpuMask) {
+    for cpu in &call.pending.snapshot(Ordering::Acquire) {
+        let Some(target) = smp::cpu(cpu) else {
+            continue;
+        };
+        let removed = without_interrupts(|| {
+            let mut inbox = target.inbox.lock();
+            let before = inbox.len();
+            inbox.retain(|entry| !core::ptr::eq(*entry, queued));
+            inbox.len() != before
+        });
+        if removed {
+            unanswered.insert(cpu);
+            call.pending.remove(cpu, Ordering::Release);
+        }
+    }
+}
+
+/// Runs every cross-call queued for this CPU. Called by the IPI handler, and
+/// by waiting callers so that two CPUs calling each other both progress.
+pub fn serve_inbox() {
+    let me = percpu::current();
+    while let Some(call) = without_interrupts(|| me.inbox.lock().pop_front()) {
+        without_interrupts(call.work);
+        // The last access to `call`: after this the caller may return.
+        call.pending.remove(me.index, Ordering::Release);
+    }
+}
+
+/// The handler of [`vectors::CROSS_CALL`].
+pub fn handle_call_ipi() {
+    percpu::current().count_ipi_received();
+    serve_inbox();
+}

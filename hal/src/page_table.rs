@@ -1,0 +1,290 @@
+//! A user address space's page tables: the four-level x86-64 radix tree.
+//!
+//! The lower half (PML4 slots 0-255) belongs to the process and is built on
+//! demand. The upper half (slots 256-511) is copied from the kernel's PML4
+//! when the table is created, so every address space shares the kernel's
+//! level-3 tables and with them every kernel mapping, present and future
+//! (the kernel never adds a new PML4 slot after boot).
+//!
+//! This module only edits entries. It never flushes a TLB: whoever removes or
+//! weakens a mapping must flush (through `mm`) before reusing what the entry
+//! pointed to. It is the caller's lock (the address space's) that serialises
+//! edits; the hardware may set accessed/dirty bits concurrently, which is why
+//! entries are read and replaced atomically.
+
+use alloc::vec::Vec;
+
+use x86_64::PhysAddr;
+
+use crate::frames::{self, Frame};
+use crate::{paging::ENTRY_ADDRESS_MASK, phys};
+
+pub const PRESENT: u64 = 1 << 0;
+pub const WRITABLE: u64 = 1 << 1;
+pub const USER: u64 = 1 << 2;
+pub const ACCESSED: u64 = 1 << 5;
+pub const DIRTY: u64 = 1 << 6;
+pub const NO_EXECUTE: u64 = 1 << 63;
+/// In a non-present entry (which the CPU ignores entirely): the page is in
+/// swap slot `entry >> 12`. Bit 9 is one of the bits left to software.
+const SWAPPED: u64 = 1 << 9;
+/// Flags of intermediate tables: the leaf decides the real permissions.
+const TABLE_FLAGS: u64 = PRESENT | WRITABLE | USER;
+const KERNEL_HALF_FIRST_SLOT: usize = 256;
+const ENTRIES: usize = 512;
+
+/// The table indices of `va` from level 4 down to level 1.
+fn indices(va: u64) -> [usize; 4] {
+    [39, 30, 21, 12].map(|shift| ((va >> shift) & 0x1FF) as usize)
+}
+
+/// The page tables of one user address space.
+pub struct PageTable {
+    root: Frame,
+}
+
+/// What a leaf entry held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Leaf {
+    Empty,
+    Present { frame: Frame, dirty: bool },
+    Swapped { slot: u64 },
+}
+
+impl Leaf {
+    fn decode(entry: u64) -> Self {
+        if entry & PRESENT != 0 {
+            Self::Present {
+                frame: Frame::from_entry(PhysAddr::new(entry & ENTRY_ADDRESS_MASK)),
+                dirty: entry & DIRTY != 0,
+            }
+        } else if entry & SWAPPED != 0 {
+            Self::Swapped { slot: entry >> 12 }
+        } else {
+            Self::Empty
+        }
+    }
+}
+
+/// Not enough memory for a page-table page.
+#[derive(Debug)]
+pub struct OutOfFrames;
+
+impl PageTable {
+    /// A table with an empty lower half and the kernel's upper half.
+    pub fn new(kernel_root: PhysAddr) -> Result<Self, OutOfFrames> {
+        let root = frames::allocate().ok_or(OutOfFrames)?;
+        phys::zero_frame(root);
+        let mut upper_half = [0u8; (ENTRIES - KERNEL_HALF_FIRST_SLOT) * 8];
+        phys::read_bytes(
+            kernel_root + (KERNEL_HALF_FIRST_SLOT * 8) as u64,
+            &mut upper_half,
+        );
+        phys::write_frame(root, KERNEL_HALF_FIRST_SLOT * 8, &upper_half);
+        Ok(Self { root })
+    }
+
+    /// The physical address of the level-4 table (what CR3 holds).
+    pub fn root(&self) -> PhysAddr {
+        self.root.address()
+    }
+
+    /// The level-1 table and index for `va`, creating missing tables if
+    /// `create`.
+    fn leaf_slot(&self, va: u64, create: bool) -> Result<Option<(Frame, usize)>, OutOfFrames> {
+        let [l4, l3, l2, l1] = indices(va);
+        assert!(
+            l4 < KERNEL_HALF_FIRST_SLOT,
+            "user page table asked about kernel address {va:#x}"
+        );
+        let mut table = self.root;
+        for index in [l4, l3, l2] {
+            let entry = phys::load_entry(table, index);
+            table = if entry & PRESENT != 0 {
+                Frame::from_entry(PhysAddr::new(entry & ENTRY_ADDRESS_MASK))
+            } else if create {
+                let child = frames::allocate().ok_or(OutOfFrames)?;
+                phys::zero_frame(child);
+                phys::store_entry(table, index, child.address().as_u64() | TABLE_FLAGS);
+                child
+            } else {
+                return Ok(None);
+            };
+        }
+        Ok(Some((table, l1)))
+    }
+
+    /// What the leaf entry for `va` holds.
+    pub fn leaf(&self, va: u64) -> Leaf {
+        match self.leaf_slot(va, false) {
+            Ok(Some((table, index))) => Leaf::decode(phys::load_entry(table, index)),
+            _ => Leaf::Empty,
+        }
+    }
+
+    /// Maps `va` to `frame` with `flags` (PRESENT is added), replacing an
+    /// empty or swapped entry.
+    pub fn map(&mut self, va: u64, frame: Frame, flags: u64) -> Result<(), OutOfFrames> {
+        let (table, index) = self.leaf_slot(va, true)?.ok_or(OutOfFrames)?;
+        let old = phys::swap_entry(table, index, frame.address().as_u64() | flags | PRESENT);
+        assert!(old & PRESENT == 0, "mapping over a present page at {va:#x}");
+        Ok(())
+    }
+
+    /// Empties the entry of `va`, returning what it held.
+    pub fn take(&mut self, va: u64) -> Leaf {
+        match self.leaf_slot(va, false) {
+            Ok(Some((table, index))) => Leaf::decode(phys::swap_entry(table, index, 0)),
+            _ => Leaf::Empty,
+        }
+    }
+
+    /// Records that the page at `va` lives in swap slot `slot` (the entry
+    /// must be empty).
+    pub fn set_swapped(&mut self, va: u64, slot: u64) -> Result<(), OutOfFrames> {
+        let (table, index) = self.leaf_slot(va, true)?.ok_or(OutOfFrames)?;
+        let old = phys::swap_entry(table, index, (slot << 12) | SWAPPED);
+        assert!(old == 0, "swap entry over a used entry at {va:#x}");
+        Ok(())
+    }
+
+    /// Replaces the permission flags of a mapped `va`; returns whether it was
+    /// mapped.
+    pub fn protect(&mut self, va: u64, flags: u64) -> bool {
+        let Ok(Some((table, index))) = self.leaf_slot(va, false) else {
+            return false;
+        };
+        let entry = phys::load_entry(table, index);
+        if entry & PRESENT == 0 {
+            return false;
+        }
+        let kept = entry & (ENTRY_ADDRESS_MASK | ACCESSED | DIRTY);
+        phys::store_entry(table, index, kept | flags | PRESENT);
+        true
+    }
+
+    /// The addresses in `[start, end)` whose leaf entry is not empty, found
+    /// by walking only the tables that exist: the cost follows what is
+    /// mapped, not the size of the range (a program may name terabytes).
+    pub fn used_pages(&self, start: u64, end: u64) -> Vec<u64> {
+        let mut pages = Vec::new();
+        collect_used(self.root, 4, 0, start, end, &mut pages);
+        pages
+    }
+
+    /// Frees the page-table pages below the root that no longer map
+    /// anything and cover part of `[start, end)`, returning their frames for
+    /// the caller to free after a flush with `freed_tables` set (a CPU may
+    /// still walk them through its paging-structure caches until then).
+    pub fn prune(&mut self, start: u64, end: u64) -> Vec<Frame> {
+        let mut freed = Vec::new();
+        prune_table(self.root, 4, 0, start, end, &mut freed);
+        freed
+    }
+
+    /// Empties the lower half: returns every frame below the root (mapped
+    /// pages and page-table pages) for the caller to free once no CPU can
+    /// walk or use them any more (after the final TLB flush), and the swap
+    /// slots still referenced. The root stays until the table is dropped.
+    pub fn clear_user_half(&mut self) -> (Vec<Frame>, Vec<u64>) {
+        let mut frames = Vec::new();
+        let mut slots = Vec::new();
+        collect(
+            self.root,
+            4,
+            KERNEL_HALF_FIRST_SLOT,
+            &mut frames,
+            &mut slots,
+        );
+        for index in 0..KERNEL_HALF_FIRST_SLOT {
+            phys::store_entry(self.root, index, 0);
+        }
+        (frames, slots)
+    }
+}
+
+impl Drop for PageTable {
+    /// Frees the root. By now the owner has cleared the lower half and made
+    /// sure no CPU has this table loaded.
+    fn drop(&mut self) {
+        frames::free(self.root);
+    }
+}
+
+/// Adds to `pages` the addresses of non-empty leaves below `table` (at
+/// `level`, mapping from `base`) in `[start, end)`.
+fn collect_used(table: Frame, level: u8, base: u64, start: u64, end: u64, pages: &mut Vec<u64>) {
+    let span = 1u64 << (12 + 9 * u32::from(level - 1));
+    let entries = if level == 4 {
+        KERNEL_HALF_FIRST_SLOT
+    } else {
+        ENTRIES
+    };
+    let first = (start.saturating_sub(base) / span) as usize;
+    for index in first..entries {
+        let child_base = base + index as u64 * span;
+        if child_base >= end {
+            break;
+        }
+        if child_base + span <= start {
+            continue;
+        }
+        match (level, Leaf::decode(phys::load_entry(table, index))) {
+            (_, Leaf::Empty) => {}
+            (1, _) => pages.push(child_base),
+            (_, Leaf::Present { frame: child, .. }) => {
+                collect_used(child, level - 1, child_base, start, end, pages)
+            }
+            (_, Leaf::Swapped { .. }) => unreachable!("swap entries are leaves"),
+        }
+    }
+}
+
+/// Prunes the children of `table` (at `level`, mapping from `base`) that
+/// intersect `[start, end)`; returns whether `table` is now empty.
+fn prune_table(
+    table: Frame,
+    level: u8,
+    base: u64,
+    start: u64,
+    end: u64,
+    freed: &mut Vec<Frame>,
+) -> bool {
+    let span = 1u64 << (12 + 9 * u32::from(level - 1));
+    let entries = if level == 4 {
+        KERNEL_HALF_FIRST_SLOT
+    } else {
+        ENTRIES
+    };
+    for index in 0..entries {
+        let child_base = base + index as u64 * span;
+        if level == 1 || child_base >= end || child_base + span <= start {
+            continue;
+        }
+        if let Leaf::Present { frame: child, .. } = Leaf::decode(phys::load_entry(table, index))
+            && prune_table(child, level - 1, child_base, start, end, freed)
+        {
+            phys::store_entry(table, index, 0);
+            freed.push(child);
+        }
+    }
+    (0..entries).all(|index| phys::load_entry(table, index) == 0)
+}
+
+/// Gathers every frame and swap slot below `table` (at `level`), looking at
+/// its first `slots` entries.
+fn collect(table: Frame, level: u8, entries: usize, frames: &mut Vec<Frame>, slots: &mut Vec<u64>) {
+    for index in 0..entries {
+        let entry = phys::load_entry(table, index);
+        match (level, Leaf::decode(entry)) {
+            (_, Leaf::Empty) => {}
+            (1, Leaf::Swapped { slot }) => slots.push(slot),
+            (1, Leaf::Present { frame, .. }) => frames.push(frame),
+            (_, Leaf::Present { frame: child, .. }) => {
+                collect(child, level - 1, ENTRIES, frames, slots);
+                frames.push(child);
+            }
+            (_, Leaf::Swapped { .. }) => unreachable!("swap entries are leaves"),
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! The boot order: everything the kernel sets up, in the order it must
+//! happen, for the boot CPU ([`kernel_main`]) and for every other CPU
+//! ([`ap_main`]).
+//!
+//! Each step needs the ones before it: the descriptor tables before anything
+//! can fault usefully, the trap handlers before the first interrupt, memory
+//! before the heap is used, the command line before the TLB mode is chosen,
+//! the TLB state of a CPU before it is marked online (from then on every
+//! shootdown waits for it), and the scheduler before interrupts are enabled.
+//! The hardware layer provides the steps; only this file says in which order
+//! they run.
+
+use core::time::Duration;
+
+use bootloader_api::{BootInfo, BootloaderConfig, config::Mapping};
+use hal::{
+    apic::{self, LocalApic},
+    println,
+    qemu_exit::{QemuExitCode, exit_qemu},
+    smp::BringUpStop,
+    trap::TrapHandlers,
+    vectors,
+};
+use log::{info, warn};
+use spin::Once;
+
+use crate::{
+    acpi, banner,
+    cmdline::{self, Workload},
+    cpu_features::CpuFeatures,
+    demo, exceptions, fatal, initrd, interrupts, ktest, logger, memory,
+    smp::{self, SmpSummary},
+    symbols, task, tlb, tlb_latency,
+};
+
+/// Where the kernel image is mapped: the top 2 GiB of the address space.
+const KERNEL_BASE: u64 = 0xffff_ffff_8000_0000;
+
+/// Asks the bootloader to put everything it maps for the kernel (the image,
+/// its stack, the boot information and the window onto all physical memory)
+/// in the upper half, leaving the lower half free for user address spaces,
+/// and to give the kernel a roomy stack.
+pub const BOOTLOADER_CONFIG: BootloaderConfig = {
+    let mut config = BootloaderConfig::new_default();
+    config.mappings.kernel_base = Mapping::FixedAddress(KERNEL_BASE);
+    config.mappings.dynamic_range_start = Some(hal::paging::UPPER_HALF_START);
+    config.mappings.physical_memory = Some(Mapping::Dynamic);
+    config.kernel_stack_size = 256 * 1024;
+    config
+};
+
+/// What CPU bring-up found, for the banner and the tests.
+pub static SMP_SUMMARY: Once<SmpSummary> = Once::new();
+
+/// The boot CPU's path from the bootloader to the selected workload.
+pub fn kernel_main(boot_info: &'static mut BootInfo) -> ! {
+    hal::serial::init();
+    // The host runner times the boot up to this line.
+    println!("shootdown: kernel entered");
+    logger::init();
+    hal::init_boot_cpu();
+    hal::trap::set_handlers(TrapHandlers {
+        exception: exceptions::handle,
+        system_call: task::syscall::dispatch,
+        interrupt: interrupts::dispatch,
+    });
+    fatal::set_reporters(fatal::Reporters {
+        bug_details: task::syscall::print_last_calls,
+        run_ends: ktest::report_abort,
+    });
+
+    let memory = memory::init(boot_info)
+        .unwrap_or_else(|error| fatal::reject(format_args!("memory: {error}")));
+    hal::paging::init()
+        .unwrap_or_else(|error| fatal::reject(format_args!("kernel page tables: {error}")));
+    let symbol_count = hal::kernel_image::file(boot_info)
+        .and_then(|file| symbols::init(file, boot_info.kernel_image_offset));
+    initrd::init(boot_info).unwrap_or_else(|error| fatal::reject(format_args!("ramdisk: {error}")));
+    let options = cmdline::load().unwrap_or_else(|error| {
+        fatal::reject(format_args!("rejected kernel command line: {error}"))
+    });
+    logger::set_level(options.log_level);
+
+    let cpu = CpuFeatures::detect();
+    let topology = acpi::discover(boot_info.rsdp_addr.into_option())
+        .unwrap_or_else(|error| fatal::reject(format_args!("cannot find the CPUs: {error}")));
+    let smp = start_cpus(&topology, &cpu, &options.tlb)
+        .unwrap_or_else(|error| fatal::reject(format_args!("smp: {error}")));
+    let smp = SMP_SUMMARY.call_once(|| smp);
+    banner::print(&cpu, &memory, smp, symbol_count);
+
+    let outcome = match options.workload {
+        Workload::Demo => {
+            if demo::run() {
+                QemuExitCode::Success
+            } else {
+                QemuExitCode::Failure
+            }
+        }
+        Workload::ListTests => {
+            ktest::list();
+            QemuExitCode::Success
+        }
+        Workload::Program => {
+            let (name, args) = options.program.as_ref().expect("exec= sets the program");
+            run_program(name, args)
+        }
+        Workload::Tests => match ktest::run(&options.test_filters) {
+            Ok(true) => QemuExitCode::Success,
+            Ok(false) => QemuExitCode::Failure,
+            Err(unmatched) => fatal::reject(format_args!("{unmatched}")),
+        },
+    };
+    println!("{}", tlb::counters_line());
+    println!("{}", tlb_latency::line());
+    exit_qemu(outcome)
+}
+
+/// Why the CPUs could not be started.
+#[derive(Debug)]
+enum SmpError {
+    Apic(apic::ApicError),
+    Clock,
+    Tlb(tlb::ModeUnavailable),
+}
+
+impl core::fmt::Display for SmpError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Apic(error) => write!(f, "cannot set up the local APIC: {error:?}"),
+            Self::Clock => write!(
+                f,
+                "cannot measure the TSC rate: no PIT, or the TSC does not count"
+            ),
+            Self::Tlb(error) => write!(f, "{error}"),
+        }
+    }
+}
+
+/// Sets up the boot CPU's interrupts, clock, TLB mode and scheduler, then
+/// starts every other enabled CPU.
+fn start_cpus(
+    topology: &acpi::CpuTopology,
+    cpu: &CpuFeatures,
+    tlb_options: &tlb::TlbOptions,
+) -> Result<SmpSummary, SmpError> {
+    hal::pic::disable();
+    let tsc_hz = hal::time::init().map_err(|_| SmpError::Clock)?;
+    let apic_mode = apic::init_mode(
+        cpu.x2apic,
+        x86_64::PhysAddr::new(topology.local_apic_address),
+    )
+    .map_err(SmpError::Apic)?;
+    let apic = LocalApic::get().map_err(SmpError::Apic)?;
+    // Enabling the APIC is also what switches it into x2APIC mode: no APIC
+    // register is read before.
+    apic.enable(vectors::SPURIOUS);
+    hal::smp::init_boot_cpu(apic.id());
+
+    let listed = topology.enabled_apic_ids().count();
+    let cpu_count = listed.clamp(1, mm::MAX_CPUS);
+    let tlb_choice = tlb::init(cpu_count, hal::cpu::page_table_root(), tlb_options, cpu)
+        .map_err(SmpError::Tlb)?;
+    tlb::init_this_cpu();
+    hal::syscall::init_this_cpu();
+    hal::protection::init(cpu.smep, cpu.smap);
+    task::sched::init_boot_cpu();
+    let apic_timer_hz = hal::timer::calibrate(&apic);
+    hal::timer::start(&apic);
+    hal::smp::mark_this_cpu_online();
+    hal::cpu::enable_interrupts();
+
+    let started = hal::time::now_ns();
+    match hal::smp::start_application_processors(&apic, topology.enabled_apic_ids(), ap_main) {
+        BringUpStop::Complete => {}
+        BringUpStop::TooMany => {
+            warn!(
+                "smp: more than {} CPUs listed; the rest stay offline",
+                mm::MAX_CPUS
+            );
+        }
+        BringUpStop::NoAnswer { apic_id, waited } => warn!(
+            "smp: CPU with APIC id {apic_id} did not start within {waited:?}; \
+             not starting any further CPUs"
+        ),
+    }
+    let bring_up = Duration::from_nanos(hal::time::now_ns() - started);
+    let online = smp::online().count();
+    info!(
+        "smp: {online}/{listed} CPUs online, bring-up took {:.1} ms",
+        bring_up.as_secs_f64() * 1000.0
+    );
+    Ok(SmpSummary {
+        online,
+        listed,
+        bring_up,
+        apic_mode,
+        tsc_hz,
+        apic_timer_hz,
+        tlb: tlb_choice,
+    })
+}
+
+/// Every other CPU's path, once the hardware layer has given it the kernel's
+/// page table, its descriptor tables and its per-CPU block: the same set-up
+/// as the boot CPU's, then its idle thread.
+fn ap_main() -> ! {
+    let apic = LocalApic::get().expect("the boot CPU set up the APIC mode");
+    // First: an x2APIC must be switched into x2APIC mode before any of its
+    // registers is touched.
+    apic.enable(vectors::SPURIOUS);
+    tlb::init_this_cpu();
+    hal::syscall::init_this_cpu();
+    hal::protection::enable_this_cpu();
+    hal::timer::start(&apic);
+    hal::smp::mark_this_cpu_online();
+    task::sched::run_idle_on_ap()
+}
+
+/// Runs one user program to completion; success if it exits with 0.
+fn run_program(name: &str, args: &str) -> QemuExitCode {
+    match task::loader::spawn(name, args, None) {
+        Ok(process) => {
+            let code = process.wait().unwrap_or(-1);
+            println!("exec: {name} (pid {}) exited with {code}", process.pid);
+            if code == 0 {
+                QemuExitCode::Success
+            } else {
+                QemuExitCode::Failure
+            }
+        }
+        Err(errno) => {
+            println!("exec: cannot start {name}: {errno:?}");
+            QemuExitCode::Failure
+        }
+    }
+}

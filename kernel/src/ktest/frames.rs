@@ -1,0 +1,82 @@
+//! In-kernel tests of the bitmap allocator, on private bitmaps.
+
+use x86_64::PhysAddr;
+
+use crate::ktest::{Test, TestResult};
+use crate::{check, check_eq, require_some};
+use hal::frames::{self, FRAME_SIZE, FrameAllocator, RESERVED_LOW_MEMORY};
+
+pub const TESTS: &[Test] = &[
+    Test::new(
+        "frames::allocates_only_released_frames",
+        allocates_only_released_frames,
+    ),
+    Test::new(
+        "frames::free_makes_frame_reusable",
+        free_makes_frame_reusable,
+    ),
+    Test::new(
+        "frames::contiguous_runs_skip_holes",
+        contiguous_runs_skip_holes,
+    ),
+    Test::new(
+        "frames::kernel_allocator_round_trip",
+        kernel_allocator_round_trip,
+    ),
+];
+
+fn address(frame: usize) -> PhysAddr {
+    PhysAddr::new((frame * FRAME_SIZE) as u64)
+}
+
+fn allocates_only_released_frames() -> TestResult {
+    let mut bitmap = [0; 2];
+    let mut frames = FrameAllocator::new(&mut bitmap, 100);
+    frames.release_range(address(10), address(13));
+    check_eq!(frames.free_count(), 3);
+    for expected in 10..13 {
+        check_eq!(frames.allocate(), Some(address(expected)));
+    }
+    check_eq!(frames.allocate(), None);
+    check_eq!(frames.free_count(), 0);
+    Ok(())
+}
+
+fn free_makes_frame_reusable() -> TestResult {
+    let mut bitmap = [0; 1];
+    let mut frames = FrameAllocator::new(&mut bitmap, 64);
+    frames.release_range(address(0), address(2));
+    let first = require_some!(frames.allocate(), "first of two free frames");
+    let second = require_some!(frames.allocate(), "second of two free frames");
+    check!(first != second, "the same frame was handed out twice");
+    check_eq!(frames.allocate(), None);
+    frames.free(second);
+    check_eq!(frames.free_count(), 1);
+    check_eq!(frames.allocate(), Some(second));
+    Ok(())
+}
+
+fn contiguous_runs_skip_holes() -> TestResult {
+    let mut bitmap = [0; 2];
+    let mut frames = FrameAllocator::new(&mut bitmap, 128);
+    frames.release_range(address(0), address(128));
+    frames.reserve_range(address(3), address(4));
+    check_eq!(frames.allocate_contiguous(4), Some(address(4)));
+    check_eq!(frames.allocate_contiguous(3), Some(address(0)));
+    check_eq!(frames.free_count(), 128 - 1 - 4 - 3);
+    check_eq!(frames.allocate_contiguous(200), None);
+    Ok(())
+}
+
+fn kernel_allocator_round_trip() -> TestResult {
+    let before = frames::free_count();
+    let frame = require_some!(frames::allocate(), "the kernel allocator has no free frame");
+    check!(
+        frame.address().as_u64() >= RESERVED_LOW_MEMORY,
+        "allocated {frame:?} below 1 MiB"
+    );
+    check_eq!(frames::free_count(), before - 1);
+    frames::free(frame);
+    check_eq!(frames::free_count(), before);
+    Ok(())
+}

@@ -1,0 +1,229 @@
+//! In-kernel tests of bring-up, the per-CPU tick and cross-CPU calls.
+
+use alloc::vec::Vec;
+use core::{
+    sync::atomic::{AtomicU64, AtomicUsize, Ordering},
+    time::Duration,
+};
+
+use mm::CpuSet;
+
+use crate::{check, check_eq, require_ok, require_some};
+use crate::{
+    ktest::{Test, TestResult},
+    smp::{self, cpu, online},
+};
+use hal::percpu;
+use hal::time;
+
+pub const TESTS: &[Test] = &[
+    Test::new(
+        "smp::every_listed_cpu_is_online",
+        every_listed_cpu_is_online,
+    ),
+    Test::new(
+        "smp::percpu_is_found_through_gs",
+        percpu_is_found_through_gs,
+    ),
+    Test::new("smp::timer_ticks_on_every_cpu", timer_ticks_on_every_cpu),
+    Test::new("ipi::round_trip_to_every_cpu", round_trip_to_every_cpu),
+    Test::new(
+        "ipi::concurrent_cross_calls_complete",
+        concurrent_cross_calls_complete,
+    ),
+    Test::new("ipi::local_calls_send_no_ipi", local_calls_send_no_ipi),
+    Test::new(
+        "ipi::unanswered_call_is_retracted",
+        unanswered_call_is_retracted,
+    ),
+];
+
+fn total_ipis_sent() -> u64 {
+    online()
+        .iter()
+        .filter_map(cpu)
+        .map(|cpu| cpu.ipis_sent.load(Ordering::Relaxed))
+        .sum()
+}
+
+fn every_listed_cpu_is_online() -> TestResult {
+    let summary = require_some!(
+        crate::boot::SMP_SUMMARY.get(),
+        "smp::init did not record a summary"
+    );
+    check_eq!(
+        summary.online,
+        summary.listed,
+        "CPUs listed in the MADT vs online"
+    );
+    check_eq!(online().count(), summary.online);
+    Ok(())
+}
+
+fn percpu_is_found_through_gs() -> TestResult {
+    check_eq!(percpu::current().index, 0, "tests run on the boot CPU");
+    for index in &online() {
+        let seen = AtomicUsize::new(usize::MAX);
+        require_ok!(smp::call_on(&CpuSet::single(index), &|| {
+            seen.store(percpu::current().index, Ordering::Relaxed)
+        }));
+        check_eq!(
+            seen.load(Ordering::Relaxed),
+            index,
+            "the call ran on the wrong CPU"
+        );
+    }
+    Ok(())
+}
+
+fn timer_ticks_on_every_cpu() -> TestResult {
+    let ticks = || -> Vec<u64> {
+        online()
+            .iter()
+            .filter_map(cpu)
+            .map(|cpu| cpu.ticks.load(Ordering::Relaxed))
+            .collect()
+    };
+    let before = ticks();
+    time::delay(Duration::from_millis(100));
+    for ((index, before), after) in online().iter().zip(before).zip(ticks()) {
+        check!(
+            after > before,
+            "CPU {index} took no timer tick in 100 ms ({before} -> {after})"
+        );
+    }
+    Ok(())
+}
+
+fn round_trip_to_every_cpu() -> TestResult {
+    const ROUNDS: usize = 200;
+    let me = percpu::current().index;
+    let mut samples = Vec::with_capacity(ROUNDS);
+    for target in online().iter().filter(|&cpu| cpu != me) {
+        let target_cpu = require_some!(cpu(target), "CPU {target} is not registered");
+        let received_before = target_cpu.ipis_received.load(Ordering::Relaxed);
+        for _ in 0..ROUNDS {
+            let start = time::now_ns();
+            require_ok!(smp::call_on(&CpuSet::single(target), &|| {}));
+            samples.push(time::now_ns() - start);
+        }
+        let received = target_cpu.ipis_received.load(Ordering::Relaxed) - received_before;
+        check!(
+            received >= ROUNDS as u64,
+            "CPU {target} received {received} of {ROUNDS} IPIs"
+        );
+    }
+    if !samples.is_empty() {
+        samples.sort_unstable();
+        hal::println!(
+            "ipi: round trip to {} CPUs x {ROUNDS}: median {} us, p99 {} us",
+            online().count() - 1,
+            samples[samples.len() / 2] / 1000,
+            samples[samples.len() * 99 / 100] / 1000
+        );
+    }
+    Ok(())
+}
+
+fn concurrent_cross_calls_complete() -> TestResult {
+    const ROUNDS: u64 = 100;
+    let calls_made = AtomicU64::new(0);
+    let failures = AtomicU64::new(0);
+    let all = online();
+    // Every CPU (this one included) makes ROUNDS calls to every other CPU
+    // at the same time, from interrupt context on the others: each must
+    // serve incoming calls while it waits for its own.
+    require_ok!(smp::call_on(&all, &|| {
+        let others = online().without(percpu::current().index);
+        for _ in 0..ROUNDS {
+            if smp::call_on(&others, &|| {
+                calls_made.fetch_add(1, Ordering::Relaxed);
+            })
+            .is_err()
+            {
+                failures.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }));
+    let cpus = all.count() as u64;
+    check_eq!(
+        failures.load(Ordering::Relaxed),
+        0,
+        "cross-calls that were not answered"
+    );
+    check_eq!(
+        calls_made.load(Ordering::Relaxed),
+        cpus * (cpus - 1) * ROUNDS,
+        "calls executed"
+    );
+    Ok(())
+}
+
+fn local_calls_send_no_ipi() -> TestResult {
+    let me = percpu::current().index;
+    let before = total_ipis_sent();
+    let ran = AtomicUsize::new(0);
+    require_ok!(smp::call_on(&CpuSet::single(me), &|| {
+        ran.fetch_add(1, Ordering::Relaxed);
+    }));
+    check_eq!(ran.load(Ordering::Relaxed), 1);
+    check_eq!(
+        total_ipis_sent(),
+        before,
+        "calling only yourself must not send an IPI"
+    );
+    if online().count() == 1 {
+        require_ok!(smp::call_on(&CpuSet::first_n(mm::MAX_CPUS), &|| {}));
+        check_eq!(
+            total_ipis_sent(),
+            0,
+            "with one CPU online no IPI is ever sent"
+        );
+    }
+    Ok(())
+}
+
+/// CPU 1 sits in a cross-call with interrupts off; CPU 2 calls it with a
+/// short timeout and must get `Err` naming CPU 1, with its request
+/// retracted (CPU 1 must never run it afterwards).
+fn unanswered_call_is_retracted() -> TestResult {
+    use core::sync::atomic::AtomicBool;
+    if online().count() < 3 {
+        hal::println!("ipi: unanswered_call_is_retracted needs 3 CPUs; nothing to check");
+        return Ok(());
+    }
+    let release = AtomicBool::new(false);
+    let late_runs = AtomicUsize::new(0);
+    let outcome = AtomicUsize::new(0);
+    let (stuck, caller) = (1, 2);
+    require_ok!(smp::call_on(&CpuSet::from_iter([stuck, caller]), &|| {
+        if percpu::current().index == stuck {
+            while !release.load(Ordering::Acquire) {
+                core::hint::spin_loop();
+            }
+            return;
+        }
+        let result = smp::call_on_within(
+            &CpuSet::single(stuck),
+            &|| {
+                late_runs.fetch_add(1, Ordering::Relaxed);
+            },
+            Duration::from_millis(200),
+        );
+        let named_stuck = matches!(&result, Err(unanswered) if unanswered.cpus.words() == CpuSet::single(stuck).words());
+        outcome.store(if named_stuck { 1 } else { 2 }, Ordering::Relaxed);
+        release.store(true, Ordering::Release);
+    }));
+    time::delay(Duration::from_millis(50));
+    check_eq!(
+        outcome.load(Ordering::Relaxed),
+        1,
+        "1 = Err naming CPU 1; 2 = anything else"
+    );
+    check_eq!(
+        late_runs.load(Ordering::Relaxed),
+        0,
+        "the retracted request ran anyway"
+    );
+    Ok(())
+}

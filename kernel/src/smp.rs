@@ -1,0 +1,67 @@
+//! The CPUs as the rest of the kernel sees them: which are online, and how
+//! to run a function on some of them.
+//!
+//! The hardware layer keeps the CPU table and the online set
+//! ([`hal::smp`]) and carries out cross-CPU calls ([`hal::ipi`]) with its
+//! own CPU mask, since it may not depend on `mm`. The kernel speaks in
+//! `mm`'s [`CpuSet`], the type every TLB decision uses; this module converts
+//! (four words copied) so that callers never have to.
+
+use core::time::Duration;
+
+use hal::{apic::ApicMode, cpu_mask::CpuMask, ipi, percpu::PerCpu};
+use mm::{CpuId, CpuSet};
+
+use crate::tlb;
+
+pub use hal::ipi::Unanswered;
+
+// The two layers must agree on how many CPUs there can be.
+const _: () = assert!(hal::cpu_mask::MAX_CPUS == mm::MAX_CPUS);
+
+/// What bring-up achieved, for the banner and the tests.
+#[derive(Debug)]
+pub struct SmpSummary {
+    pub online: usize,
+    pub listed: usize,
+    pub bring_up: Duration,
+    pub apic_mode: ApicMode,
+    pub tsc_hz: u64,
+    pub apic_timer_hz: u64,
+    /// The TLB mode and instructions in force, and why.
+    pub tlb: tlb::Choice,
+}
+
+fn to_mask(set: &CpuSet) -> CpuMask {
+    CpuMask::from_words(set.words())
+}
+
+/// The CPUs that are up and answering IPIs.
+pub fn online() -> CpuSet {
+    CpuSet::from_words(hal::smp::online().words())
+}
+
+/// Whether `cpu` (any number, e.g. from a system call) names an online CPU.
+pub fn is_online(cpu: u64) -> bool {
+    hal::smp::is_online(cpu)
+}
+
+/// CPU `index`'s per-CPU block, once it was created.
+pub fn cpu(index: CpuId) -> Option<&'static PerCpu> {
+    hal::smp::cpu(index)
+}
+
+/// Runs `work` on every online CPU in `targets` (this one included, if it
+/// is a target) and returns when all have finished it; see [`hal::ipi`].
+pub fn call_on(targets: &CpuSet, work: &(dyn Fn() + Sync)) -> Result<(), Unanswered> {
+    ipi::call_on(&to_mask(targets), work)
+}
+
+/// [`call_on`] with a chosen answer timeout.
+pub fn call_on_within(
+    targets: &CpuSet,
+    work: &(dyn Fn() + Sync),
+    timeout: Duration,
+) -> Result<(), Unanswered> {
+    ipi::call_on_within(&to_mask(targets), work, timeout)
+}
