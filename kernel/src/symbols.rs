@@ -10,73 +10,53 @@
 //! Names are Rust-mangled (`_RNvNtCs…_6kernel5fatal4stop`); the
 //! `rustc-demangle` crate prints them as paths (`kernel::fatal::stop`).
 //!
+//! The `elf` crate finds the tables: it decodes the file header and the
+//! section headers, picks the `SHT_SYMTAB` section and the string table it
+//! links to, and checks that both lie inside the file and that the symbol
+//! entries have the ELF64 size. The kernel keeps only the choice of symbol
+//! ([`lookup`]'s rules), which is about backtraces, not about the format.
+//!
 //! Lookups run on the fatal path, possibly after memory corruption, so they
-//! allocate nothing, take no lock and read the file only with bounds checks:
-//! a damaged table means "no name", never a second fault.
+//! allocate nothing, take no lock and read the file only with bounds checks
+//! (the crate's tables decode each entry on demand, with checked reads and
+//! no allocation): a damaged table means "no name", never a second fault.
 
 use core::fmt;
 
+use ::elf::ElfBytes;
+use ::elf::abi::{STT_FUNC, STT_NOTYPE};
+use ::elf::endian::LittleEndian;
+use ::elf::string_table::StringTable;
+use ::elf::symbol::SymbolTable;
 use spin::Once;
 
-use crate::elf::{u16_at, u32_at, u64_at};
-
-const SECTION_HEADER_LEN: usize = 64;
-const SYMBOL_LEN: usize = 24;
-const SHT_SYMTAB: u32 = 2;
-const STT_NOTYPE: u8 = 0;
-const STT_FUNC: u8 = 2;
-/// `st_shndx` of a symbol that is not defined in this file.
-const SHN_UNDEF: u16 = 0;
-
 /// The symbol and string tables, found once at boot.
-struct Table {
-    symbols: &'static [u8],
-    strings: &'static [u8],
+struct Table<'a> {
+    symbols: SymbolTable<'a, LittleEndian>,
+    strings: StringTable<'a>,
     image_offset: u64,
 }
 
-static TABLE: Once<Table> = Once::new();
+static TABLE: Once<Table<'static>> = Once::new();
 
 /// Finds the symbol table in the kernel's ELF file `file`, loaded at
 /// `image_offset`. Returns how many symbols it holds, or `None` if the file
 /// has no usable one (then reports show bare addresses).
 pub fn init(file: &'static [u8], image_offset: u64) -> Option<usize> {
     let table = find_symbol_table(file, image_offset)?;
-    let count = table.symbols.len() / SYMBOL_LEN;
+    let count = table.symbols.len();
     TABLE.call_once(|| table);
     Some(count)
 }
 
-/// The section header at `index`, if it is inside the file.
-fn section(file: &'static [u8], index: usize) -> Option<&'static [u8]> {
-    let table = usize::try_from(u64_at(file, 0x28)).ok()?;
-    let entry_len = usize::from(u16_at(file, 0x3A));
-    if entry_len != SECTION_HEADER_LEN || index >= usize::from(u16_at(file, 0x3C)) {
-        return None;
-    }
-    let start = table.checked_add(index.checked_mul(SECTION_HEADER_LEN)?)?;
-    file.get(start..start.checked_add(SECTION_HEADER_LEN)?)
-}
-
-/// The bytes a section header describes.
-fn contents(file: &'static [u8], header: &[u8]) -> Option<&'static [u8]> {
-    let start = usize::try_from(u64_at(header, 24)).ok()?;
-    let len = usize::try_from(u64_at(header, 32)).ok()?;
-    file.get(start..start.checked_add(len)?)
-}
-
-fn find_symbol_table(file: &'static [u8], image_offset: u64) -> Option<Table> {
-    if file.get(..4)? != b"\x7fELF" {
-        return None;
-    }
-    let count = usize::from(u16_at(file, 0x3C));
-    let symtab = (0..count)
-        .filter_map(|index| section(file, index))
-        .find(|header| u32_at(header, 4) == SHT_SYMTAB)?;
-    let strtab = section(file, usize::try_from(u32_at(symtab, 40)).ok()?)?;
+/// The `.symtab` of `file` and its string table, if the file is a
+/// little-endian ELF file whose section headers and tables are inside it.
+fn find_symbol_table(file: &[u8], image_offset: u64) -> Option<Table<'_>> {
+    let elf = ElfBytes::<LittleEndian>::minimal_parse(file).ok()?;
+    let (symbols, strings) = elf.symbol_table().ok()??;
     Some(Table {
-        symbols: contents(file, symtab)?,
-        strings: contents(file, strtab)?,
+        symbols,
+        strings,
         image_offset,
     })
 }
@@ -106,49 +86,48 @@ impl fmt::Display for Symbol {
 /// must contain it; a size-less label (the assembly entry stubs) is taken
 /// to extend up to the next symbol.
 pub fn lookup(address: u64) -> Option<Symbol> {
-    let table = TABLE.get()?;
-    let target = address.checked_sub(table.image_offset)?;
-    let (symbols, _) = table.symbols.as_chunks::<SYMBOL_LEN>();
-    // (value, size, name offset) of the best candidate so far.
-    let mut best: Option<(u64, u64, u32)> = None;
-    for entry in symbols {
-        let kind = entry[4] & 0xF;
-        let value = u64_at(entry, 8);
-        if !(kind == STT_FUNC || kind == STT_NOTYPE)
-            || u16_at(entry, 6) == SHN_UNDEF
-            || u32_at(entry, 0) == 0
-            || value > target
-        {
-            continue;
-        }
-        let size = u64_at(entry, 16);
-        let better = match best {
-            None => true,
-            // Closer below the address wins; at the same address a sized
-            // function beats a label.
-            Some((best_value, best_size, _)) => {
-                value > best_value || (value == best_value && size > best_size)
-            }
-        };
-        if better {
-            best = Some((value, size, u32_at(entry, 0)));
-        }
-    }
-    let (value, size, name_offset) = best?;
-    if size != 0 && target - value >= size {
-        return None;
-    }
-    Some(Symbol {
-        name: name_at(table.strings, name_offset)?,
-        offset: target - value,
-    })
+    let (name, offset) = TABLE.get()?.lookup(address)?;
+    Some(Symbol { name, offset })
 }
 
-/// The NUL-terminated name at `offset` in the string table.
-fn name_at(strings: &'static [u8], offset: u32) -> Option<&'static str> {
-    let rest = strings.get(usize::try_from(offset).ok()?..)?;
-    let len = rest.iter().position(|&byte| byte == 0)?;
-    core::str::from_utf8(&rest[..len]).ok()
+impl<'a> Table<'a> {
+    /// The name of the symbol containing `address` (a run-time address) and
+    /// the offset into it, by [`lookup`]'s rules.
+    fn lookup(&self, address: u64) -> Option<(&'a str, u64)> {
+        let target = address.checked_sub(self.image_offset)?;
+        // (value, size, name offset) of the best candidate so far.
+        let mut best: Option<(u64, u64, u32)> = None;
+        for symbol in self.symbols.iter() {
+            let kind = symbol.st_symtype();
+            let value = symbol.st_value;
+            if !(kind == STT_FUNC || kind == STT_NOTYPE)
+                || symbol.is_undefined()
+                || symbol.st_name == 0
+                || value > target
+            {
+                continue;
+            }
+            let size = symbol.st_size;
+            let better = match best {
+                None => true,
+                // Closer below the address wins; at the same address a sized
+                // function beats a label.
+                Some((best_value, best_size, _)) => {
+                    value > best_value || (value == best_value && size > best_size)
+                }
+            };
+            if better {
+                best = Some((value, size, symbol.st_name));
+            }
+        }
+        let (value, size, name_offset) = best?;
+        if size != 0 && target - value >= size {
+            return None;
+        }
+        // The NUL-terminated UTF-8 name at that offset, if there is one.
+        let name = self.strings.get(usize::try_from(name_offset).ok()?).ok()?;
+        Some((name, target - value))
+    }
 }
 
 pub mod tests {
