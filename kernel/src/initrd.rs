@@ -33,7 +33,9 @@
 //! - only the `070701` magic: not the `070702` variant with checksums, nor
 //!   the older binary and `070707` formats;
 //! - every numeric field must be 8 hex digits, even the ones the kernel does
-//!   not use (a bad one means the archive is not what it claims to be);
+//!   not use (a bad one means the archive is not what it claims to be); of
+//!   their values only `c_mode`, `c_nlink`, `c_filesize` and `c_namesize`
+//!   matter (`c_check` is 0 in newc and not looked at);
 //! - names are non-empty UTF-8 with one NUL, at the end; lookups compare
 //!   them byte for byte (`hello`, not `./hello`);
 //! - only regular files with one link: the ramdisk is a flat list of
@@ -219,12 +221,10 @@ fn decode(bytes: &[u8], at: usize, index: usize) -> Result<Entry<'_>, InitrdErro
     if magic != MAGIC {
         return Err(InitrdError::BadMagic { index, offset: at });
     }
+    // 104 bytes: exactly the 13 fields.
+    let (digits, _) = digits.as_chunks::<FIELD_LEN>();
     let mut fields = [0u32; FIELDS.len()];
-    for ((value, digits), field) in fields
-        .iter_mut()
-        .zip(digits.chunks_exact(FIELD_LEN))
-        .zip(FIELDS)
-    {
+    for ((value, digits), field) in fields.iter_mut().zip(digits).zip(FIELDS) {
         *value = hex(digits).ok_or(InitrdError::BadHexField { index, field })?;
     }
 
@@ -258,9 +258,9 @@ fn decode(bytes: &[u8], at: usize, index: usize) -> Result<Entry<'_>, InitrdErro
     })
 }
 
-/// The value of exactly 8 hex digits (`str::from_str_radix` would also take
-/// a leading `+`).
-fn hex(digits: &[u8]) -> Option<u32> {
+/// The value of 8 hex digits (`str::from_str_radix` would also take a
+/// leading `+`).
+fn hex(digits: &[u8; FIELD_LEN]) -> Option<u32> {
     digits.iter().try_fold(0u32, |value, &digit| {
         let nibble = char::from(digit).to_digit(16)?;
         // Eight nibbles fill the 32 bits exactly.
@@ -303,6 +303,7 @@ impl<'a> Initrd<'a> {
             }
             let entry = decode(bytes, at, index)?;
             if entry.name == TRAILER {
+                // `decode` checked that `entry.next` is inside the archive.
                 if let Some(offset) = bytes[entry.next..].iter().position(|&byte| byte != 0) {
                     return Err(InitrdError::BytesAfterTrailer {
                         offset: entry.next + offset,
