@@ -3,9 +3,10 @@
 //! library where they are through `BIOS_IMAGE` and `UEFI_IMAGE`.
 //!
 //! Both images carry a ramdisk: every program of the `user` crate (also an
-//! artifact dependency), packed into the archive format described in
-//! `build/ramdisk.rs`. The bootloader loads it into memory and the kernel
-//! finds its programs there by name.
+//! artifact dependency), packed into a cpio "newc" archive (the format of
+//! Linux's initramfs, see `build/ramdisk.rs`), written next to the images as
+//! `ramdisk.cpio`. The bootloader loads it into memory and the kernel finds
+//! its programs there by name.
 
 #[path = "build/ramdisk.rs"]
 mod ramdisk;
@@ -25,7 +26,7 @@ fn main() {
     );
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"));
 
-    let ramdisk = out_dir.join("ramdisk.sdramfs");
+    let ramdisk = out_dir.join("ramdisk.cpio");
     write_ramdisk(&ramdisk);
 
     let mut builder = DiskImageBuilder::new(kernel.clone());
@@ -77,7 +78,9 @@ fn write_ramdisk(path: &Path) {
         !programs.is_empty(),
         "cargo built no user programs (is `user` an artifact build-dependency?)"
     );
-    std::fs::write(path, ramdisk::pack(&programs))
+    let archive = ramdisk::pack(&programs);
+    ramdisk::verify(&archive, &programs);
+    std::fs::write(path, archive)
         .unwrap_or_else(|error| panic!("writing {}: {error}", path.display()));
 }
 

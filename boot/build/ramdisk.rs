@@ -1,35 +1,33 @@
-//! The ramdisk archive: the user programs, packed for the kernel.
+//! The ramdisk archive: the user programs, packed for the kernel as a cpio
+//! "newc" archive, the format of Linux's initramfs.
 //!
-//! The format (all integers little-endian `u64`, everything 8-byte aligned),
-//! read by the kernel's `initrd` module:
+//! Each program is one regular file at the top level of the archive, named
+//! after the program, in name order, followed by the `TRAILER!!!` entry that
+//! closes every cpio archive. Ordinary tools read it:
 //!
 //! ```text
-//! offset 0    magic    b"SDRAMFS1"
-//! offset 8    count    number of files
-//! offset 16   count entries of 48 bytes each, sorted by name:
-//!               name    [u8; 32]  UTF-8, padded with NUL bytes (no NUL inside)
-//!               offset  u64       where the file's bytes start, from the
-//!                                 start of the archive; a multiple of 8
-//!               len     u64       the file's length in bytes
-//! then        the files' bytes, each at its offset, padded with zeros to a
-//!             multiple of 8
+//! cpio -itv < target/debug/build/boot-*/out/ramdisk.cpio
 //! ```
+//!
+//! The `cpio` crate writes the headers; the kernel's `initrd` module reads
+//! them back with its own checked reader.
 
-/// The first eight bytes of every archive.
-pub const MAGIC: &[u8; 8] = b"SDRAMFS1";
+use std::io::{self, Read};
 
-/// The longest file name, in bytes.
-pub const NAME_LEN: usize = 32;
+use cpio::{NewcBuilder, NewcReader, newc};
 
-const HEADER_LEN: usize = 16;
-const ENTRY_LEN: usize = NAME_LEN + 16;
+/// Regular file, `rwxr-xr-x`: the programs are executables.
+const MODE: u32 = 0o100_755;
 
-/// Packs `files` (name and contents) into an archive.
+/// Packs `files` (name and contents) into an archive, sorted by name so that
+/// the same programs always give the same bytes (and the kernel lists them
+/// in order).
 ///
 /// # Panics
 ///
-/// On a name that is empty, longer than [`NAME_LEN`], contains a NUL byte or
-/// is repeated: mistakes in the build, not in anyone's input.
+/// On a name that is empty, contains a NUL byte or is repeated, or a file of
+/// 4 GiB or more (newc's sizes are 32 bits): mistakes in the build, not in
+/// anyone's input.
 pub fn pack(files: &[(String, Vec<u8>)]) -> Vec<u8> {
     let mut sorted: Vec<&(String, Vec<u8>)> = files.iter().collect();
     sorted.sort_by(|a, b| a.0.cmp(&b.0));
@@ -42,25 +40,69 @@ pub fn pack(files: &[(String, Vec<u8>)]) -> Vec<u8> {
     }
 
     let mut archive = Vec::new();
-    archive.extend_from_slice(MAGIC);
-    archive.extend_from_slice(&(sorted.len() as u64).to_le_bytes());
-    let mut offset = HEADER_LEN + sorted.len() * ENTRY_LEN;
-    for (name, contents) in &sorted {
+    for (index, (name, contents)) in sorted.into_iter().enumerate() {
         assert!(
-            !name.is_empty() && name.len() <= NAME_LEN && !name.contains('\0'),
-            "ramdisk file name '{name}' must be 1 to {NAME_LEN} bytes without NUL"
+            !name.is_empty() && !name.contains('\0'),
+            "ramdisk file name '{name}' must be non-empty and without NUL"
         );
-        let mut padded = [0u8; NAME_LEN];
-        padded[..name.len()].copy_from_slice(name.as_bytes());
-        archive.extend_from_slice(&padded);
-        archive.extend_from_slice(&(offset as u64).to_le_bytes());
-        archive.extend_from_slice(&(contents.len() as u64).to_le_bytes());
-        offset += contents.len().next_multiple_of(8);
+        let size = u32::try_from(contents.len())
+            .unwrap_or_else(|_| panic!("ramdisk file {name} is too large for cpio"));
+        // Inode numbers only need to differ (cpio tools use them to find
+        // hard links); 0 is left unused.
+        let ino = u32::try_from(index + 1).expect("fewer than 4 billion programs");
+        let mut writer = NewcBuilder::new(name)
+            .ino(ino)
+            .mode(MODE)
+            .uid(0)
+            .gid(0)
+            .nlink(1)
+            .mtime(0)
+            .write(archive, size);
+        io::Write::write_all(&mut writer, contents).expect("writing to memory cannot fail");
+        archive = writer.finish().expect("writing to memory cannot fail");
     }
-    for (_, contents) in &sorted {
-        archive.extend_from_slice(contents);
-        archive.resize(archive.len().next_multiple_of(8), 0);
+    newc::trailer(archive).expect("writing to memory cannot fail")
+}
+
+/// Reads `archive` back with the `cpio` crate's reader and checks that it
+/// holds exactly `files`, each with the fields [`pack`] gave it: a check of
+/// the writer on every build, since a build script has no test harness.
+///
+/// # Panics
+///
+/// On any difference.
+pub fn verify(archive: &[u8], files: &[(String, Vec<u8>)]) {
+    let mut expected: Vec<&(String, Vec<u8>)> = files.iter().collect();
+    expected.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut rest = archive;
+    let mut found = 0;
+    loop {
+        let mut reader = NewcReader::new(rest).expect("the ramdisk's cpio header is readable");
+        let entry = reader.entry().clone();
+        if entry.is_trailer() {
+            let after = reader.finish().expect("the trailer's padding is readable");
+            assert!(after.is_empty(), "bytes after the ramdisk's trailer");
+            break;
+        }
+        let (name, contents) = expected
+            .get(found)
+            .unwrap_or_else(|| panic!("unexpected ramdisk entry {}", entry.name()));
+        assert_eq!(entry.name(), name, "ramdisk entry {found}'s name");
+        assert_eq!(entry.mode(), MODE, "{name}'s mode");
+        assert_eq!(entry.nlink(), 1, "{name}'s link count");
+        assert_eq!(entry.ino() as usize, found + 1, "{name}'s inode number");
+        let mut data = Vec::new();
+        reader
+            .read_to_end(&mut data)
+            .expect("the ramdisk's file data is readable");
+        assert!(data == *contents, "{name}'s contents differ in the ramdisk");
+        rest = reader.finish().expect("the ramdisk's padding is readable");
+        found += 1;
     }
-    debug_assert_eq!(archive.len(), offset);
-    archive
+    assert_eq!(found, expected.len(), "files in the ramdisk");
+    assert_eq!(
+        archive.len() % 4,
+        0,
+        "a newc archive is a whole number of 4-byte words"
+    );
 }

@@ -9,10 +9,26 @@
 //! of them, so they are input, not trusted: [`Elf::parse`] checks every field
 //! the loader will use before handing out anything, and a malformed file is
 //! an [`ElfError`], never a panic, an out-of-bounds read or a mapping in the
-//! wrong place. The rules, beyond the ELF format itself:
+//! wrong place.
 //!
+//! The `elf` crate (no_std, no allocation, no `unsafe`) decodes the format:
+//! the identification bytes (magic, class, byte order, version), the file
+//! header's fields and the program headers, with bounds checks on every
+//! read. The kernel calls its file-header and program-header parsers
+//! directly rather than its `ElfBytes` front end, because that one also
+//! locates the section-header table, which the loader never reads: a
+//! program whose section headers are stripped, truncated or damaged still
+//! loads. What the crate cannot know is the kernel's policy, nor which
+//! machine the kernel runs on, so the kernel checks those itself, each rule
+//! with its own error:
+//!
+//! - the file is for this machine: 64-bit, little-endian, ELF version 1 in
+//!   the header too, x86-64, program headers of the ELF64 size;
 //! - the file is a fixed-address executable (`ET_EXEC`), not relocatable or
 //!   position-independent: segments are placed exactly at their `p_vaddr`;
+//! - each segment's file bytes lie inside the file, it has no more bytes in
+//!   the file than in memory, its end does not wrap around, and its
+//!   alignment is 0 or a power of two;
 //! - every segment lies in the user half, from [`abi::USER_IMAGE_BASE`] to
 //!   [`abi::USER_END`], so a program can never map over the kernel or over
 //!   the unmapped low pages that catch null pointers;
@@ -24,22 +40,17 @@
 use core::fmt;
 
 use abi::{PAGE_SIZE, USER_END, USER_IMAGE_BASE};
+// `::elf` is the crate; this module is `crate::elf`.
+use ::elf::abi::{EI_CLASS, EI_NIDENT, EM_X86_64, ET_EXEC, EV_CURRENT, PF_R, PF_W, PF_X, PT_LOAD};
+use ::elf::endian::LittleEndian;
+use ::elf::file::{self, Class, Elf64_Ehdr, FileHeader};
+use ::elf::parse::ParseError;
+use ::elf::segment::{Elf64_Phdr, ProgramHeader, SegmentTable};
 
 /// The size of the ELF64 file header.
-const HEADER_LEN: usize = 64;
+const HEADER_LEN: usize = size_of::<Elf64_Ehdr>();
 /// The size of one ELF64 program header.
-const PROGRAM_HEADER_LEN: usize = 56;
-
-const MAGIC: &[u8; 4] = b"\x7fELF";
-const CLASS_64: u8 = 2;
-const DATA_LITTLE_ENDIAN: u8 = 1;
-const VERSION_CURRENT: u32 = 1;
-const TYPE_EXEC: u16 = 2;
-const MACHINE_X86_64: u16 = 62;
-const PT_LOAD: u32 = 1;
-const PF_X: u32 = 1;
-const PF_W: u32 = 2;
-const PF_R: u32 = 4;
+const PROGRAM_HEADER_LEN: usize = size_of::<Elf64_Phdr>();
 
 /// What is wrong with a program file; `index` numbers its program headers
 /// from 0.
@@ -196,69 +207,82 @@ impl Segment<'_> {
 pub struct Elf<'a> {
     bytes: &'a [u8],
     entry: u64,
-    program_headers: &'a [u8],
+    program_headers: SegmentTable<'a, LittleEndian>,
 }
 
 impl<'a> Elf<'a> {
     /// Checks the file in `bytes` against every rule in the module
     /// documentation.
     pub fn parse(bytes: &'a [u8]) -> Result<Self, ElfError> {
-        let header = bytes
-            .get(..HEADER_LEN)
-            .ok_or(ElfError::TooShort { len: bytes.len() })?;
-        if &header[..4] != MAGIC {
-            return Err(ElfError::BadMagic);
+        // The crate's identification parser indexes its input: give it the
+        // whole header or nothing.
+        let too_short = ElfError::TooShort { len: bytes.len() };
+        let header_bytes = bytes.get(..HEADER_LEN).ok_or(too_short)?;
+        let ident =
+            file::parse_ident::<LittleEndian>(header_bytes).map_err(|error| match error {
+                ParseError::BadMagic(_) => ElfError::BadMagic,
+                ParseError::UnsupportedElfClass(class) => ElfError::NotElf64 { class },
+                ParseError::UnsupportedElfEndianness(data) => ElfError::NotLittleEndian { data },
+                ParseError::UnsupportedVersion(_) => ElfError::BadVersion,
+                // It reports nothing else (and reads only the first 16 bytes).
+                _ => too_short,
+            })?;
+        if ident.1 != Class::ELF64 {
+            return Err(ElfError::NotElf64 {
+                class: header_bytes[EI_CLASS],
+            });
         }
-        if header[4] != CLASS_64 {
-            return Err(ElfError::NotElf64 { class: header[4] });
-        }
-        if header[5] != DATA_LITTLE_ENDIAN {
-            return Err(ElfError::NotLittleEndian { data: header[5] });
-        }
-        if u32::from(header[6]) != VERSION_CURRENT || u32_at(header, 20) != VERSION_CURRENT {
+        // The 48 bytes after the identification are exactly what it reads.
+        let header =
+            FileHeader::parse_tail(ident, &header_bytes[EI_NIDENT..]).map_err(|_| too_short)?;
+        if header.version != u32::from(EV_CURRENT) {
             return Err(ElfError::BadVersion);
         }
-        let elf_type = u16_at(header, 16);
-        if elf_type != TYPE_EXEC {
-            return Err(ElfError::NotExecutable { elf_type });
+        if header.e_type != ET_EXEC {
+            return Err(ElfError::NotExecutable {
+                elf_type: header.e_type,
+            });
         }
-        let machine = u16_at(header, 18);
-        if machine != MACHINE_X86_64 {
-            return Err(ElfError::WrongMachine { machine });
+        if header.e_machine != EM_X86_64 {
+            return Err(ElfError::WrongMachine {
+                machine: header.e_machine,
+            });
         }
-        let entry = u64_at(header, 24);
-        let size = u16_at(header, 54);
-        if usize::from(size) != PROGRAM_HEADER_LEN {
-            return Err(ElfError::BadProgramHeaderSize { size });
+        if usize::from(header.e_phentsize) != PROGRAM_HEADER_LEN {
+            return Err(ElfError::BadProgramHeaderSize {
+                size: header.e_phentsize,
+            });
         }
-        let table_len = usize::from(u16_at(header, 56)) * PROGRAM_HEADER_LEN;
-        let program_headers = usize::try_from(u64_at(header, 32))
+        // `e_phnum` as it is: the extended count of PN_XNUM (in section
+        // header 0) is for files with 65535 or more segments, not programs.
+        let table_len = usize::from(header.e_phnum) * PROGRAM_HEADER_LEN;
+        let table = usize::try_from(header.e_phoff)
             .ok()
             .and_then(|start| bytes.get(start..start.checked_add(table_len)?))
             .ok_or(ElfError::ProgramHeadersOutOfBounds)?;
 
         let elf = Self {
             bytes,
-            entry,
-            program_headers,
+            entry: header.e_entry,
+            program_headers: SegmentTable::new(LittleEndian, Class::ELF64, table),
         };
         let mut previous: Option<Segment<'a>> = None;
         let mut entry_is_executable = false;
-        for (index, header) in elf.program_headers() {
-            let Some(segment) = elf.load_segment(index, header)? else {
+        for (index, program_header) in elf.program_headers.iter().enumerate() {
+            let Some(segment) = elf.load_segment(index, &program_header)? else {
                 continue;
             };
             if previous.is_some_and(|previous| segment.first_page() < previous.pages_end()) {
                 return Err(ElfError::OverlapsPrevious { index });
             }
-            entry_is_executable |= segment.flags.execute && segment.contains(entry);
+            entry_is_executable |= segment.flags.execute && segment.contains(elf.entry);
             previous = Some(segment);
         }
         if previous.is_none() {
             return Err(ElfError::NoLoadableSegment);
         }
         if !entry_is_executable {
-            return Err(ElfError::EntryNotExecutable { entry });
+            return Err(ElfError::EntryNotExecutable { entry: elf.entry });
         }
         Ok(elf)
     }
@@ -270,33 +294,31 @@ impl<'a> Elf<'a> {
 
     /// The `PT_LOAD` segments, in address order.
     pub fn segments(&self) -> impl Iterator<Item = Segment<'a>> + '_ {
-        // `parse` checked every one, so none is dropped here.
-        self.program_headers()
-            .filter_map(|(index, header)| self.load_segment(index, header).ok().flatten())
+        // `parse` checked every one, so none is dropped here; the table is a
+        // whole number of headers, so the crate's iterator yields them all.
+        self.program_headers
+            .iter()
+            .enumerate()
+            .filter_map(|(index, header)| self.load_segment(index, &header).ok().flatten())
     }
 
-    /// The program headers, numbered.
-    fn program_headers(&self) -> impl Iterator<Item = (usize, &'a [u8; PROGRAM_HEADER_LEN])> {
-        // `parse` sized the table to a whole number of headers.
-        let (headers, _) = self.program_headers.as_chunks::<PROGRAM_HEADER_LEN>();
-        headers.iter().enumerate()
-    }
-
-    /// Decodes and checks program header `index`: `None` if it is not a
-    /// `PT_LOAD` segment (the loader ignores the other kinds).
-    fn load_segment(&self, index: usize, header: &[u8]) -> Result<Option<Segment<'a>>, ElfError> {
-        if u32_at(header, 0) != PT_LOAD {
+    /// Checks program header `index`, as the crate decoded it: `None` if it
+    /// is not a `PT_LOAD` segment (the loader ignores the other kinds).
+    fn load_segment(
+        &self,
+        index: usize,
+        header: &ProgramHeader,
+    ) -> Result<Option<Segment<'a>>, ElfError> {
+        if header.p_type != PT_LOAD {
             return Ok(None);
         }
-        let flags = u32_at(header, 4);
         let flags = SegmentFlags {
-            read: flags & PF_R != 0,
-            write: flags & PF_W != 0,
-            execute: flags & PF_X != 0,
+            read: header.p_flags & PF_R != 0,
+            write: header.p_flags & PF_W != 0,
+            execute: header.p_flags & PF_X != 0,
         };
-        let (file_offset, vaddr) = (u64_at(header, 8), u64_at(header, 16));
-        let (file_size, mem_size, align) =
-            (u64_at(header, 32), u64_at(header, 40), u64_at(header, 48));
+        let (file_offset, vaddr) = (header.p_offset, header.p_vaddr);
+        let (file_size, mem_size, align) = (header.p_filesz, header.p_memsz, header.p_align);
 
         let data = file_offset
             .checked_add(file_size)
@@ -330,29 +352,6 @@ impl<'a> Elf<'a> {
             data,
         }))
     }
-}
-
-// Little-endian field readers for ELF structures (here and in
-// `crate::symbols`). Callers check lengths first; a short slice still reads
-// as zeros rather than panicking.
-
-pub(crate) fn u16_at(bytes: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes(field(bytes, at))
-}
-
-pub(crate) fn u32_at(bytes: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(field(bytes, at))
-}
-
-pub(crate) fn u64_at(bytes: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(field(bytes, at))
-}
-
-fn field<const N: usize>(bytes: &[u8], at: usize) -> [u8; N] {
-    at.checked_add(N)
-        .and_then(|end| bytes.get(at..end))
-        .and_then(|field| field.try_into().ok())
-        .unwrap_or([0; N])
 }
 
 pub mod tests {
