@@ -1,8 +1,10 @@
-//! Wraps the kernel ELF (built by cargo as an artifact dependency) into a BIOS
-//! and a UEFI disk image with the `bootloader` crate, and tells the `boot`
-//! library where they are through `BIOS_IMAGE` and `UEFI_IMAGE`.
+//! Wraps the two kernel ELFs (built by cargo as artifact dependencies: the
+//! `kernel` image and the `kernel-tests` image with the in-kernel tests) into
+//! a BIOS and a UEFI disk image each with the `bootloader` crate, and tells
+//! the `boot` library where they are (`KERNEL_BIOS_IMAGE`,
+//! `KERNEL_TESTS_UEFI_IMAGE`, ...).
 //!
-//! Both images carry a ramdisk: every program of the `user` crate (also an
+//! Every image carries a ramdisk: every program of the `user` crate (also an
 //! artifact dependency), packed into a cpio "newc" archive (the format of
 //! Linux's initramfs, see `build/ramdisk.rs`), written next to the images as
 //! `ramdisk.cpio`. The bootloader loads it into memory and the kernel finds
@@ -20,21 +22,33 @@ use bootloader::{BootConfig, DiskImageBuilder};
 const USER_PROGRAM_PREFIX: &str = "CARGO_BIN_FILE_USER_";
 
 fn main() {
-    let kernel = PathBuf::from(
-        std::env::var_os("CARGO_BIN_FILE_KERNEL_kernel")
-            .expect("cargo did not build the kernel artifact (is `-Z bindeps` enabled?)"),
-    );
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"));
-
     let ramdisk = out_dir.join("ramdisk.cpio");
     write_ramdisk(&ramdisk);
+    // The kernel as `cargo run` boots it, and the same kernel with its
+    // in-kernel tests (see kernel/Cargo.toml).
+    for (binary, name, variable) in [
+        ("kernel", "shootdown", "KERNEL"),
+        ("kernel-tests", "shootdown-tests", "KERNEL_TESTS"),
+    ] {
+        let kernel = PathBuf::from(
+            std::env::var_os(format!("CARGO_BIN_FILE_KERNEL_{binary}"))
+                .expect("cargo did not build the kernel artifact (is `-Z bindeps` enabled?)"),
+        );
+        write_images(&kernel, &ramdisk, &out_dir, name, variable);
+    }
+}
 
-    let mut builder = DiskImageBuilder::new(kernel.clone());
+/// Wraps `kernel` and `ramdisk` into a BIOS and a UEFI disk image named
+/// after `name`, and tells the `boot` library where they are through
+/// `{variable}_BIOS_IMAGE` and `{variable}_UEFI_IMAGE`.
+fn write_images(kernel: &Path, ramdisk: &Path, out_dir: &Path, name: &str, variable: &str) {
+    let mut builder = DiskImageBuilder::new(kernel.to_path_buf());
     builder.set_boot_config(&quiet_boot_config());
-    builder.set_ramdisk(ramdisk);
+    builder.set_ramdisk(ramdisk.to_path_buf());
 
-    let bios = out_dir.join("shootdown-bios.img");
-    let uefi = out_dir.join("shootdown-uefi.img");
+    let bios = out_dir.join(format!("{name}-bios.img"));
+    let uefi = out_dir.join(format!("{name}-uefi.img"));
     builder.create_bios_image(&bios).unwrap_or_else(|error| {
         panic!(
             "creating the BIOS image {} failed: {error:#}",
@@ -48,9 +62,8 @@ fn main() {
         )
     });
 
-    println!("cargo:rustc-env=BIOS_IMAGE={}", bios.display());
-    println!("cargo:rustc-env=UEFI_IMAGE={}", uefi.display());
-    println!("cargo:rustc-env=KERNEL_ELF={}", kernel.display());
+    println!("cargo:rustc-env={variable}_BIOS_IMAGE={}", bios.display());
+    println!("cargo:rustc-env={variable}_UEFI_IMAGE={}", uefi.display());
     println!("cargo:rerun-if-changed={}", kernel.display());
 }
 

@@ -44,7 +44,8 @@ fn failing_check_fails_the_run_and_names_the_test() {
     assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
     let reason = failure_reason(&run, "harness::fails");
     assert!(
-        reason.contains("selfcheck.rs") && reason.contains("arithmetic is broken on purpose"),
+        reason.contains("kernel/src/ktest/suites/harness.rs")
+            && reason.contains("arithmetic is broken on purpose"),
         "{reason}"
     );
     assert!(reason.contains("left 4, right 5"), "{reason}");
@@ -57,12 +58,13 @@ fn panicking_test_is_reported_with_message_and_location() {
     assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
     let reason = failure_reason(&run, "harness::panics");
     assert!(
-        reason.contains("kernel panic at kernel/src/ktest/selfcheck.rs"),
+        reason.contains("kernel panic at ")
+            && reason.contains("kernel/src/ktest/suites/harness.rs"),
         "{reason}"
     );
     assert!(reason.contains("deliberate panic in a test"), "{reason}");
     assert_eq!(run.test_report().summary, Some((0, 1)));
-    assert_backtrace_names(&run, &["kernel::ktest::selfcheck::panics+0x"]);
+    assert_backtrace_names(&run, &["kernel_tests::suites::harness::panics+0x"]);
 }
 
 /// Checks that the crash report's backtrace (the first after the `FATAL`
@@ -121,9 +123,9 @@ fn page_fault_in_a_test_prints_registers_and_fails() {
     assert_backtrace_names(
         &run,
         &[
-            "kernel::arch::cpu::read_to_fault+0x",
-            "kernel::ktest::selfcheck::page_fault+0x",
-            "kernel::ktest::run+0x",
+            "hal::cpu::read_to_fault+0x",
+            "kernel_tests::suites::harness::page_fault+0x",
+            "kernel_tests::framework::run+0x",
         ],
     );
 }
@@ -139,7 +141,7 @@ fn kernel_read_of_a_user_page_is_stopped_by_smap_and_explained() {
         ),
         "{reason}"
     );
-    assert_backtrace_names(&run, &["kernel::ktest::selfcheck::smap_violation+0x"]);
+    assert_backtrace_names(&run, &["kernel_tests::suites::harness::smap_violation+0x"]);
 }
 
 /// A CPU that spins with interrupts off never answers a TLB shootdown: the
@@ -162,7 +164,7 @@ fn cpu_that_stops_answering_ipis_is_reported_not_waited_for() {
     );
     assert!(
         run.printed("cpu 1 did not answer a cross-call; an NMI found it at rip 0x")
-            && run.printed("(kernel::ktest::selfcheck::spin_with_interrupts_off+0x"),
+            && run.printed("(kernel_tests::suites::harness::spin_with_interrupts_off+0x"),
         "no NMI report from the stuck CPU\n{}",
         run.describe()
     );
@@ -170,7 +172,7 @@ fn cpu_that_stops_answering_ipis_is_reported_not_waited_for() {
         &run,
         &[
             "kernel::tlb::flush_range+0x",
-            "kernel::ktest::selfcheck::stuck_cpu+0x",
+            "kernel_tests::suites::harness::stuck_cpu+0x",
         ],
     );
 }
@@ -267,14 +269,14 @@ fn filter_matching_nothing_is_rejected() {
 
 #[test]
 fn filter_selects_only_matching_tests() {
-    let run = boot_cmdline("test=cmdline::,heap::box_and_vec");
+    let run = boot_cmdline("test=smp::,heap::box_and_vec");
     assert_eq!(run.outcome, Outcome::Success, "{}", run.describe());
     let report = run.test_report();
     assert!(
         report
             .results
             .iter()
-            .all(|(name, _)| name.starts_with("cmdline::") || name == "heap::box_and_vec")
+            .all(|(name, _)| name.starts_with("smp::") || name == "heap::box_and_vec")
     );
     assert_eq!(report.summary, Some((report.results.len(), 0)));
     assert!(report.results.len() >= 2, "{report:?}");
@@ -353,7 +355,7 @@ fn stack_overflow_reaches_the_double_fault_handler() {
     );
     assert_backtrace_names(
         &run,
-        &["kernel::ktest::selfcheck::stack_overflow::recurse+0x"],
+        &["kernel_tests::suites::harness::stack_overflow::recurse+0x"],
     );
     assert!(
         run.printed("  ... the same return address "),

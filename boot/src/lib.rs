@@ -15,7 +15,13 @@ pub mod qemu;
 pub mod report;
 
 /// The BIOS disk image of the kernel built with this crate.
-pub const BIOS_IMAGE: &str = env!("BIOS_IMAGE");
+pub const BIOS_IMAGE: &str = env!("KERNEL_BIOS_IMAGE");
 
 /// The UEFI disk image of the kernel built with this crate.
-pub const UEFI_IMAGE: &str = env!("UEFI_IMAGE");
+pub const UEFI_IMAGE: &str = env!("KERNEL_UEFI_IMAGE");
+
+/// The BIOS disk image of the kernel with its in-kernel tests.
+pub const TESTS_BIOS_IMAGE: &str = env!("KERNEL_TESTS_BIOS_IMAGE");
+
+/// The UEFI disk image of the kernel with its in-kernel tests.
+pub const TESTS_UEFI_IMAGE: &str = env!("KERNEL_TESTS_UEFI_IMAGE");

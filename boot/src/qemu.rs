@@ -129,12 +129,29 @@ impl QemuConfig {
         }
     }
 
+    /// Whether the kernel command line asks for the in-kernel tests
+    /// (`run=tests`, `run=list` or `test=...`), which only the
+    /// `kernel-tests` image has.
+    pub fn wants_tests(&self) -> bool {
+        self.cmdline
+            .split_whitespace()
+            .any(|word| word == "run=tests" || word == "run=list" || word.starts_with("test="))
+    }
+
+    /// The disk image to boot: the test image when the command line asks
+    /// for tests, else the kernel as `cargo run` boots it.
+    pub fn image(&self) -> &'static str {
+        match (self.wants_tests(), self.firmware) {
+            (false, Firmware::Bios) => crate::BIOS_IMAGE,
+            (false, Firmware::Uefi) => crate::UEFI_IMAGE,
+            (true, Firmware::Bios) => crate::TESTS_BIOS_IMAGE,
+            (true, Firmware::Uefi) => crate::TESTS_UEFI_IMAGE,
+        }
+    }
+
     /// The full QEMU argument list (without the program name).
     pub fn qemu_args(&self) -> Result<Vec<String>, RunError> {
-        let image = match self.firmware {
-            Firmware::Bios => crate::BIOS_IMAGE,
-            Firmware::Uefi => crate::UEFI_IMAGE,
-        };
+        let image = self.image();
         let mut args: Vec<String> = [
             "-machine",
             "q35",

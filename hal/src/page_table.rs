@@ -14,22 +14,23 @@
 
 use alloc::vec::Vec;
 
-use x86_64::PhysAddr;
+use x86_64::{PhysAddr, structures::paging::PageTableFlags};
 
 use crate::frames::{self, Frame};
 use crate::{paging::ENTRY_ADDRESS_MASK, phys};
 
-pub const PRESENT: u64 = 1 << 0;
-pub const WRITABLE: u64 = 1 << 1;
-pub const USER: u64 = 1 << 2;
-pub const ACCESSED: u64 = 1 << 5;
-pub const DIRTY: u64 = 1 << 6;
-pub const NO_EXECUTE: u64 = 1 << 63;
 /// In a non-present entry (which the CPU ignores entirely): the page is in
 /// swap slot `entry >> 12`. Bit 9 is one of the bits left to software.
-const SWAPPED: u64 = 1 << 9;
+const SWAPPED: PageTableFlags = PageTableFlags::BIT_9;
 /// Flags of intermediate tables: the leaf decides the real permissions.
-const TABLE_FLAGS: u64 = PRESENT | WRITABLE | USER;
+const TABLE_FLAGS: PageTableFlags = PageTableFlags::PRESENT
+    .union(PageTableFlags::WRITABLE)
+    .union(PageTableFlags::USER_ACCESSIBLE);
+
+/// The flags of a raw entry.
+fn flags_of(entry: u64) -> PageTableFlags {
+    PageTableFlags::from_bits_retain(entry)
+}
 const KERNEL_HALF_FIRST_SLOT: usize = 256;
 const ENTRIES: usize = 512;
 
@@ -53,12 +54,13 @@ pub enum Leaf {
 
 impl Leaf {
     fn decode(entry: u64) -> Self {
-        if entry & PRESENT != 0 {
+        let flags = flags_of(entry);
+        if flags.contains(PageTableFlags::PRESENT) {
             Self::Present {
                 frame: Frame::from_entry(PhysAddr::new(entry & ENTRY_ADDRESS_MASK)),
-                dirty: entry & DIRTY != 0,
+                dirty: flags.contains(PageTableFlags::DIRTY),
             }
-        } else if entry & SWAPPED != 0 {
+        } else if flags.contains(SWAPPED) {
             Self::Swapped { slot: entry >> 12 }
         } else {
             Self::Empty
@@ -100,12 +102,12 @@ impl PageTable {
         let mut table = self.root;
         for index in [l4, l3, l2] {
             let entry = phys::load_entry(table, index);
-            table = if entry & PRESENT != 0 {
+            table = if flags_of(entry).contains(PageTableFlags::PRESENT) {
                 Frame::from_entry(PhysAddr::new(entry & ENTRY_ADDRESS_MASK))
             } else if create {
                 let child = frames::allocate().ok_or(OutOfFrames)?;
                 phys::zero_frame(child);
-                phys::store_entry(table, index, child.address().as_u64() | TABLE_FLAGS);
+                phys::store_entry(table, index, child.address().as_u64() | TABLE_FLAGS.bits());
                 child
             } else {
                 return Ok(None);
@@ -124,10 +126,14 @@ impl PageTable {
 
     /// Maps `va` to `frame` with `flags` (PRESENT is added), replacing an
     /// empty or swapped entry.
-    pub fn map(&mut self, va: u64, frame: Frame, flags: u64) -> Result<(), OutOfFrames> {
+    pub fn map(&mut self, va: u64, frame: Frame, flags: PageTableFlags) -> Result<(), OutOfFrames> {
         let (table, index) = self.leaf_slot(va, true)?.ok_or(OutOfFrames)?;
-        let old = phys::swap_entry(table, index, frame.address().as_u64() | flags | PRESENT);
-        assert!(old & PRESENT == 0, "mapping over a present page at {va:#x}");
+        let flags = flags | PageTableFlags::PRESENT;
+        let old = phys::swap_entry(table, index, frame.address().as_u64() | flags.bits());
+        assert!(
+            !flags_of(old).contains(PageTableFlags::PRESENT),
+            "mapping over a present page at {va:#x}"
+        );
         Ok(())
     }
 
@@ -143,23 +149,28 @@ impl PageTable {
     /// must be empty).
     pub fn set_swapped(&mut self, va: u64, slot: u64) -> Result<(), OutOfFrames> {
         let (table, index) = self.leaf_slot(va, true)?.ok_or(OutOfFrames)?;
-        let old = phys::swap_entry(table, index, (slot << 12) | SWAPPED);
+        let old = phys::swap_entry(table, index, (slot << 12) | SWAPPED.bits());
         assert!(old == 0, "swap entry over a used entry at {va:#x}");
         Ok(())
     }
 
     /// Replaces the permission flags of a mapped `va`; returns whether it was
     /// mapped.
-    pub fn protect(&mut self, va: u64, flags: u64) -> bool {
+    pub fn protect(&mut self, va: u64, flags: PageTableFlags) -> bool {
         let Ok(Some((table, index))) = self.leaf_slot(va, false) else {
             return false;
         };
         let entry = phys::load_entry(table, index);
-        if entry & PRESENT == 0 {
+        if !flags_of(entry).contains(PageTableFlags::PRESENT) {
             return false;
         }
-        let kept = entry & (ENTRY_ADDRESS_MASK | ACCESSED | DIRTY);
-        phys::store_entry(table, index, kept | flags | PRESENT);
+        let hardware_set = PageTableFlags::ACCESSED | PageTableFlags::DIRTY;
+        let kept = entry & (ENTRY_ADDRESS_MASK | hardware_set.bits());
+        phys::store_entry(
+            table,
+            index,
+            kept | (flags | PageTableFlags::PRESENT).bits(),
+        );
         true
     }
 

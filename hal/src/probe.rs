@@ -18,7 +18,7 @@
 
 use core::arch::global_asm;
 
-use x86_64::VirtAddr;
+use x86_64::{VirtAddr, structures::idt::PageFaultErrorCode};
 
 use crate::{cpu::without_interrupts, paging::translate, phys, stack_walk, trap::TrapFrame};
 
@@ -27,7 +27,6 @@ const RET: u8 = 0xC3;
 
 /// Set in the result's fault word when the probed access faulted.
 const FAULTED: u64 = 1 << 63;
-const INSTRUCTION_FETCH: u64 = 1 << 4;
 
 global_asm!(
     ".pushsection .text.probes, \"ax\"",
@@ -76,13 +75,13 @@ unsafe extern "C" {
 /// A probed access faulted with this page-fault error code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProbeFault {
-    pub error_code: u64,
+    pub error_code: PageFaultErrorCode,
 }
 
 fn result(outcome: Outcome) -> Result<u64, ProbeFault> {
     if outcome.fault & FAULTED != 0 {
         Err(ProbeFault {
-            error_code: outcome.fault & !FAULTED,
+            error_code: PageFaultErrorCode::from_bits_truncate(outcome.fault & !FAULTED),
         })
     } else {
         Ok(outcome.value)
@@ -146,7 +145,9 @@ pub fn call_ret(address: u64) -> CallOutcome {
 pub fn recover(frame: &mut TrapFrame) -> bool {
     if frame.rip == probe_read_byte_access as *const () as u64 {
         frame.rip = probe_read_byte_resume as *const () as u64;
-    } else if frame.error_code & INSTRUCTION_FETCH != 0
+    } else if frame
+        .page_fault_error()
+        .contains(PageFaultErrorCode::INSTRUCTION_FETCH)
         && stack_walk::read_word(frame.rsp) == Some(probe_call_return as *const () as u64)
     {
         // Return to the probe as the target's `ret` would have.

@@ -11,7 +11,7 @@
 use core::arch::global_asm;
 
 use spin::Once;
-use x86_64::VirtAddr;
+use x86_64::{VirtAddr, structures::idt::PageFaultErrorCode};
 
 use crate::{qemu_exit, serial::write_emergency, vectors};
 
@@ -186,6 +186,11 @@ impl TrapFrame {
             self.ss,
         ];
         words[..values.len()].copy_from_slice(&values);
+    }
+
+    /// The error code of a page fault, as its architectural bits.
+    pub fn page_fault_error(&self) -> PageFaultErrorCode {
+        PageFaultErrorCode::from_bits_truncate(self.error_code)
     }
 
     /// Whether the trap interrupted ring 3.

@@ -23,8 +23,6 @@ use core::fmt;
 
 use x86_64::PhysAddr;
 
-use hal::phys::read_bytes;
-
 const SDT_HEADER_LEN: usize = 36;
 const MADT_ENTRIES_OFFSET: usize = SDT_HEADER_LEN + 8;
 const FLAG_ENABLED: u32 = 1 << 0;
@@ -167,7 +165,10 @@ pub fn parse_madt(table: &[u8]) -> Result<CpuTopology, AcpiError> {
 }
 
 /// Reads a whole system description table at `addr`, checking its checksum.
-fn read_table(addr: PhysAddr) -> Result<([u8; 4], Vec<u8>), AcpiError> {
+fn read_table(
+    addr: PhysAddr,
+    read_bytes: &impl Fn(PhysAddr, &mut [u8]),
+) -> Result<([u8; 4], Vec<u8>), AcpiError> {
     let mut header = [0; SDT_HEADER_LEN];
     read_bytes(addr, &mut header);
     let signature: [u8; 4] = header[0..4].try_into().unwrap_or_default();
@@ -183,8 +184,13 @@ fn read_table(addr: PhysAddr) -> Result<([u8; 4], Vec<u8>), AcpiError> {
     Ok((signature, table))
 }
 
-/// Finds the MADT from the RSDP and parses it.
-pub fn discover(rsdp_addr: Option<u64>) -> Result<CpuTopology, AcpiError> {
+/// Finds the MADT from the RSDP and parses it, reading physical memory with
+/// `read_bytes` (`hal::phys::read_bytes` on the machine: the tables live in
+/// firmware memory the kernel does not own).
+pub fn discover(
+    rsdp_addr: Option<u64>,
+    read_bytes: impl Fn(PhysAddr, &mut [u8]),
+) -> Result<CpuTopology, AcpiError> {
     let rsdp_addr = PhysAddr::new(rsdp_addr.ok_or(AcpiError::NoRsdp)?);
     let mut rsdp = [0; 36];
     read_bytes(rsdp_addr, &mut rsdp);
@@ -196,7 +202,7 @@ pub fn discover(rsdp_addr: Option<u64>) -> Result<CpuTopology, AcpiError> {
         Some(xsdt) if revision >= 2 && xsdt != 0 => (xsdt, 8),
         _ => (u64::from(u32_at(&rsdp, 16).unwrap_or(0)), 4),
     };
-    let (_, root_table) = read_table(PhysAddr::new(root))?;
+    let (_, root_table) = read_table(PhysAddr::new(root), &read_bytes)?;
     for pointer in root_table[SDT_HEADER_LEN..].chunks_exact(pointer_size) {
         let table_addr = match pointer_size {
             8 => u64_at(pointer, 0),
@@ -206,118 +212,12 @@ pub fn discover(rsdp_addr: Option<u64>) -> Result<CpuTopology, AcpiError> {
         let mut signature = [0; 4];
         read_bytes(PhysAddr::new(table_addr), &mut signature);
         if &signature == b"APIC" {
-            let (_, madt) = read_table(PhysAddr::new(table_addr))?;
+            let (_, madt) = read_table(PhysAddr::new(table_addr), &read_bytes)?;
             return parse_madt(&madt);
         }
     }
     Err(AcpiError::NoMadt)
 }
 
-pub mod tests {
-    //! In-kernel tests of the MADT parser on hand-made tables.
-
-    use alloc::vec::Vec;
-
-    use super::{AcpiError, MadtCpu, SDT_HEADER_LEN, parse_madt};
-    use crate::check_eq;
-    use crate::ktest::{Test, TestResult};
-
-    pub const TESTS: &[Test] = &[
-        Test::new(
-            "acpi::parses_cpus_and_skips_duplicates",
-            parses_cpus_and_skips_duplicates,
-        ),
-        Test::new("acpi::address_override_wins", address_override_wins),
-        Test::new("acpi::rejects_bad_entry_lengths", rejects_bad_entry_lengths),
-    ];
-
-    fn madt(entries: &[&[u8]]) -> Vec<u8> {
-        let mut table = alloc::vec![0; SDT_HEADER_LEN];
-        table[0..4].copy_from_slice(b"APIC");
-        table.extend_from_slice(&0xFEE0_0000u32.to_le_bytes());
-        table.extend_from_slice(&1u32.to_le_bytes());
-        for entry in entries {
-            table.extend_from_slice(entry);
-        }
-        table
-    }
-
-    fn xapic(id: u8, flags: u32) -> Vec<u8> {
-        let mut entry = alloc::vec![0, 8, id, id];
-        entry.extend_from_slice(&flags.to_le_bytes());
-        entry
-    }
-
-    fn x2apic(id: u32, flags: u32) -> Vec<u8> {
-        let mut entry = alloc::vec![9, 16, 0, 0];
-        entry.extend_from_slice(&id.to_le_bytes());
-        entry.extend_from_slice(&flags.to_le_bytes());
-        entry.extend_from_slice(&id.to_le_bytes());
-        entry
-    }
-
-    fn parses_cpus_and_skips_duplicates() -> TestResult {
-        let table = madt(&[
-            &xapic(0, 1),
-            &xapic(1, 0),
-            &xapic(2, 3),
-            &x2apic(2, 1),
-            &xapic(0xFF, 1),
-            &x2apic(300, 1),
-        ]);
-        let topology = crate::require_ok!(parse_madt(&table));
-        check_eq!(topology.local_apic_address, 0xFEE0_0000);
-        check_eq!(
-            topology.cpus,
-            alloc::vec![
-                MadtCpu {
-                    apic_id: 0,
-                    enabled: true
-                },
-                MadtCpu {
-                    apic_id: 1,
-                    enabled: false
-                },
-                MadtCpu {
-                    apic_id: 2,
-                    enabled: true
-                },
-                MadtCpu {
-                    apic_id: 300,
-                    enabled: true
-                },
-            ]
-        );
-        check_eq!(topology.duplicates, 1);
-        check_eq!(
-            topology.enabled_apic_ids().collect::<Vec<_>>(),
-            alloc::vec![0, 2, 300]
-        );
-        Ok(())
-    }
-
-    fn address_override_wins() -> TestResult {
-        let mut override_entry = alloc::vec![5, 12, 0, 0];
-        override_entry.extend_from_slice(&0x1_2345_6000u64.to_le_bytes());
-        let table = madt(&[&xapic(0, 1), &override_entry]);
-        check_eq!(
-            parse_madt(&table).map(|topology| topology.local_apic_address),
-            Ok(0x1_2345_6000)
-        );
-        Ok(())
-    }
-
-    fn rejects_bad_entry_lengths() -> TestResult {
-        let zero_length = madt(&[&[0, 0, 0, 0]]);
-        check_eq!(
-            parse_madt(&zero_length),
-            Err(AcpiError::Malformed("MADT entry length out of bounds"))
-        );
-        let overrun = madt(&[&[0, 200, 0, 0]]);
-        check_eq!(
-            parse_madt(&overrun),
-            Err(AcpiError::Malformed("MADT entry length out of bounds"))
-        );
-        Ok(())
-    }
-}
+#[cfg(test)]
+mod tests;

@@ -10,11 +10,16 @@
 //! The hardware layer provides the steps; only this file says in which order
 //! they run.
 
-use core::time::Duration;
+use alloc::{
+    string::{String, ToString},
+    vec,
+};
+use core::{fmt, time::Duration};
 
 use bootloader_api::{BootInfo, BootloaderConfig, config::Mapping};
 use hal::{
     apic::{self, LocalApic},
+    fw_cfg::FwCfgError,
     println,
     qemu_exit::{QemuExitCode, exit_qemu},
     smp::BringUpStop,
@@ -28,7 +33,7 @@ use crate::{
     acpi, banner,
     cmdline::{self, Workload},
     cpu_features::CpuFeatures,
-    demo, exceptions, fatal, initrd, interrupts, ktest, logger, memory,
+    demo, exceptions, fatal, initrd, interrupts, logger, memory,
     smp::{self, SmpSummary},
     symbols, task, tlb, tlb_latency,
 };
@@ -52,8 +57,20 @@ pub const BOOTLOADER_CONFIG: BootloaderConfig = {
 /// What CPU bring-up found, for the banner and the tests.
 pub static SMP_SUMMARY: Once<SmpSummary> = Once::new();
 
+/// The in-kernel tests, which only the `kernel-tests` image links: the
+/// `kernel` image that `cargo run` boots passes `None` to [`kernel_main`].
+pub struct TestImage {
+    /// Runs the tests `filters` select (all ordinary ones when empty) and
+    /// returns whether all passed; `Err` names a filter that selects none.
+    pub run: fn(&[String]) -> Result<bool, String>,
+    /// Prints every test's name.
+    pub list: fn(),
+    /// On the fatal path: fails the running test with the reason.
+    pub report_abort: fn(fmt::Arguments<'_>),
+}
+
 /// The boot CPU's path from the bootloader to the selected workload.
-pub fn kernel_main(boot_info: &'static mut BootInfo) -> ! {
+pub fn kernel_main(boot_info: &'static mut BootInfo, tests: Option<&'static TestImage>) -> ! {
     hal::serial::init();
     // The host runner times the boot up to this line.
     println!("shootdown: kernel entered");
@@ -66,7 +83,7 @@ pub fn kernel_main(boot_info: &'static mut BootInfo) -> ! {
     });
     fatal::set_reporters(fatal::Reporters {
         bug_details: task::syscall::print_last_calls,
-        run_ends: ktest::report_abort,
+        run_ends: tests.map_or(ignore_fatal_end, |tests| tests.report_abort),
     });
 
     let memory = memory::init(boot_info)
@@ -75,14 +92,21 @@ pub fn kernel_main(boot_info: &'static mut BootInfo) -> ! {
         .unwrap_or_else(|error| fatal::reject(format_args!("kernel page tables: {error}")));
     let symbol_count = hal::kernel_image::file(boot_info)
         .and_then(|file| symbols::init(file, boot_info.kernel_image_offset));
-    initrd::init(boot_info).unwrap_or_else(|error| fatal::reject(format_args!("ramdisk: {error}")));
-    let options = cmdline::load().unwrap_or_else(|error| {
+    hal::ramdisk::bytes(boot_info)
+        .map_err(|error| error.to_string())
+        .and_then(|bytes| {
+            initrd::init(bytes)
+                .map(|_| ())
+                .map_err(|error| alloc::format!("bad ramdisk archive: {error}"))
+        })
+        .unwrap_or_else(|error| fatal::reject(format_args!("ramdisk: {error}")));
+    let options = read_command_line().unwrap_or_else(|error| {
         fatal::reject(format_args!("rejected kernel command line: {error}"))
     });
     logger::set_level(options.log_level);
 
-    let cpu = CpuFeatures::detect();
-    let topology = acpi::discover(boot_info.rsdp_addr.into_option())
+    let cpu = detect_cpu_features();
+    let topology = acpi::discover(boot_info.rsdp_addr.into_option(), hal::phys::read_bytes)
         .unwrap_or_else(|error| fatal::reject(format_args!("cannot find the CPUs: {error}")));
     let smp = start_cpus(&topology, &cpu, &options.tlb)
         .unwrap_or_else(|error| fatal::reject(format_args!("smp: {error}")));
@@ -98,14 +122,14 @@ pub fn kernel_main(boot_info: &'static mut BootInfo) -> ! {
             }
         }
         Workload::ListTests => {
-            ktest::list();
+            (tests.unwrap_or_else(no_tests).list)();
             QemuExitCode::Success
         }
         Workload::Program => {
             let (name, args) = options.program.as_ref().expect("exec= sets the program");
             run_program(name, args)
         }
-        Workload::Tests => match ktest::run(&options.test_filters) {
+        Workload::Tests => match (tests.unwrap_or_else(no_tests).run)(&options.test_filters) {
             Ok(true) => QemuExitCode::Success,
             Ok(false) => QemuExitCode::Failure,
             Err(unmatched) => fatal::reject(format_args!("{unmatched}")),
@@ -116,16 +140,49 @@ pub fn kernel_main(boot_info: &'static mut BootInfo) -> ! {
     exit_qemu(outcome)
 }
 
+/// What this CPU can do, from the CPUID instruction.
+pub fn detect_cpu_features() -> CpuFeatures {
+    CpuFeatures::from_cpuid(|leaf, subleaf| {
+        let registers = hal::cpuid::cpuid(leaf, subleaf);
+        [registers.eax, registers.ebx, registers.ecx, registers.edx]
+    })
+}
+
+/// Reads the command line from QEMU's fw_cfg. A machine without fw_cfg or
+/// without the file boots with the defaults.
+fn read_command_line() -> Result<cmdline::Options, cmdline::CmdlineError> {
+    let mut buffer = vec![0; cmdline::MAX_LENGTH];
+    let length = match hal::fw_cfg::read_file(cmdline::FW_CFG_FILE, &mut buffer) {
+        Ok(length) => length,
+        Err(FwCfgError::NoDevice | FwCfgError::NotFound) => 0,
+        Err(FwCfgError::TooLarge { size, .. }) => {
+            return Err(cmdline::CmdlineError::TooLong { size });
+        }
+    };
+    cmdline::parse_bytes(&buffer[..length])
+}
+
+/// `run=tests` or `run=list` on the image without tests.
+fn no_tests() -> &'static TestImage {
+    fatal::reject(format_args!(
+        "this image has no in-kernel tests: they are in the kernel-tests image, \
+         which the runner boots for run=tests, run=list and test="
+    ))
+}
+
+/// What the fatal path adds for the image without tests: nothing.
+fn ignore_fatal_end(_: fmt::Arguments<'_>) {}
+
 /// Why the CPUs could not be started.
 #[derive(Debug)]
 enum SmpError {
     Apic(apic::ApicError),
     Clock,
-    Tlb(tlb::ModeUnavailable),
+    Tlb(crate::tlb_mode::ModeUnavailable),
 }
 
-impl core::fmt::Display for SmpError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+impl fmt::Display for SmpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Apic(error) => write!(f, "cannot set up the local APIC: {error:?}"),
             Self::Clock => write!(
@@ -142,7 +199,7 @@ impl core::fmt::Display for SmpError {
 fn start_cpus(
     topology: &acpi::CpuTopology,
     cpu: &CpuFeatures,
-    tlb_options: &tlb::TlbOptions,
+    tlb_options: &crate::tlb_mode::TlbOptions,
 ) -> Result<SmpSummary, SmpError> {
     hal::pic::disable();
     let tsc_hz = hal::time::init().map_err(|_| SmpError::Clock)?;

@@ -11,14 +11,14 @@ use core::fmt;
 
 use log::LevelFilter;
 
-use crate::tlb::{ModeRequest, TlbOptions};
-use hal::fw_cfg::{self, FwCfgError};
+use crate::tlb_mode::{BUGS, ModeRequest, TlbOptions};
 
-/// The fw_cfg file the runner writes the command line into.
+/// The fw_cfg file the runner writes the command line into (the machine
+/// side, `boot`, reads it).
 pub const FW_CFG_FILE: &str = "opt/shootdown/cmdline";
 
 /// The longest command line accepted.
-const MAX_LENGTH: usize = 4096;
+pub const MAX_LENGTH: usize = 4096;
 
 /// What the kernel does after booting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -189,10 +189,7 @@ fn apply_tlb_asids(options: &mut Options, value: &str) -> Result<(), ()> {
 }
 
 fn apply_tlb_bug(options: &mut Options, value: &str) -> Result<(), ()> {
-    let (_, bug) = crate::tlb::BUGS
-        .iter()
-        .find(|(name, _)| *name == value)
-        .ok_or(())?;
+    let (_, bug) = BUGS.iter().find(|(name, _)| *name == value).ok_or(())?;
     options.tlb.bug = Some(*bug);
     Ok(())
 }
@@ -285,126 +282,12 @@ pub fn parse(text: &str) -> Result<Options, CmdlineError> {
     Ok(options)
 }
 
-/// Reads the command line from fw_cfg and parses it. A machine without fw_cfg
-/// or without the file boots with the defaults.
-pub fn load() -> Result<Options, CmdlineError> {
-    let mut buffer = alloc::vec![0; MAX_LENGTH];
-    let length = match fw_cfg::read_file(FW_CFG_FILE, &mut buffer) {
-        Ok(length) => length,
-        Err(FwCfgError::NoDevice | FwCfgError::NotFound) => 0,
-        Err(FwCfgError::TooLarge { size, .. }) => return Err(CmdlineError::TooLong { size }),
-    };
-    let text = core::str::from_utf8(&buffer[..length]).map_err(|_| CmdlineError::NotUtf8)?;
-    // QEMU's `string=` files may carry a trailing NUL.
+/// Parses the command line as the runner stored it: UTF-8, perhaps with the
+/// trailing NUL that QEMU's `string=` files carry.
+pub fn parse_bytes(bytes: &[u8]) -> Result<Options, CmdlineError> {
+    let text = core::str::from_utf8(bytes).map_err(|_| CmdlineError::NotUtf8)?;
     parse(text.trim_end_matches('\0'))
 }
 
-pub mod tests {
-    //! In-kernel tests of the parser.
-
-    use alloc::{string::String, vec};
-
-    use super::{CmdlineError, Options, Workload, parse};
-    use crate::ktest::{Test, TestResult};
-    use crate::tlb::{ModeRequest, TlbOptions};
-    use crate::{check, check_eq};
-
-    pub const TESTS: &[Test] = &[
-        Test::new("cmdline::empty_means_defaults", empty_means_defaults),
-        Test::new("cmdline::parses_every_option", parses_every_option),
-        Test::new("cmdline::rejects_bad_input", rejects_bad_input),
-        Test::new(
-            "cmdline::error_lists_known_options",
-            error_lists_known_options,
-        ),
-    ];
-
-    fn empty_means_defaults() -> TestResult {
-        check_eq!(parse(""), Ok(Options::default()));
-        check_eq!(parse("   "), Ok(Options::default()));
-        Ok(())
-    }
-
-    fn parses_every_option() -> TestResult {
-        let options = parse("log=debug  test=frames::,heap");
-        check_eq!(
-            options,
-            Ok(Options {
-                workload: Workload::Tests,
-                test_filters: vec![String::from("frames::"), String::from("heap")],
-                log_level: log::LevelFilter::Debug,
-                program: None,
-                tlb: TlbOptions::default(),
-            })
-        );
-        let tlb = parse(
-            "tlb=broadcast-sw tlb.promote=3 tlb.trace=on tlb.batch=off tlb.asids=2 tlb.pcid=off",
-        )
-        .map(|o| o.tlb);
-        check_eq!(
-            tlb,
-            Ok(TlbOptions {
-                mode: ModeRequest::BroadcastSoftware,
-                promotion_threshold: 3,
-                trace: true,
-                batch_reclaim: false,
-                global_asids: Some(2),
-                pcid: false,
-                bug: None,
-            })
-        );
-        let exec = parse("exec=threads:4,2").map(|options| (options.workload, options.program));
-        check_eq!(
-            exec,
-            Ok((
-                Workload::Program,
-                Some((String::from("threads"), String::from("4 2")))
-            ))
-        );
-        check_eq!(
-            parse("run=list").map(|options| options.workload),
-            Ok(Workload::ListTests)
-        );
-        Ok(())
-    }
-
-    fn rejects_bad_input() -> TestResult {
-        check_eq!(
-            parse("bogus=1"),
-            Err(CmdlineError::UnknownOption(String::from("bogus=1")))
-        );
-        check_eq!(parse("run"), Err(CmdlineError::MissingValue("run")));
-        check_eq!(parse("run="), Err(CmdlineError::MissingValue("run")));
-        check_eq!(
-            parse("run=fast"),
-            Err(CmdlineError::BadValue {
-                option: "run",
-                value: String::from("fast")
-            })
-        );
-        check_eq!(
-            parse("test=a,,b"),
-            Err(CmdlineError::BadValue {
-                option: "test",
-                value: String::from("a,,b")
-            })
-        );
-        check_eq!(
-            parse("log=info log=debug"),
-            Err(CmdlineError::Repeated("log"))
-        );
-        Ok(())
-    }
-
-    fn error_lists_known_options() -> TestResult {
-        let message = alloc::format!("{}", CmdlineError::UnknownOption(String::from("tlb=magic")));
-        check!(
-            message.contains("unknown option 'tlb=magic'"),
-            "message was: {message}"
-        );
-        check!(
-            message.contains("run=<") && message.contains("test=<") && message.contains("log=<")
-        );
-        Ok(())
-    }
-}
+#[cfg(test)]
+mod tests;

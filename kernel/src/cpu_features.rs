@@ -14,7 +14,14 @@
 //!   user pages by accident.
 //! - **PGE** (`1:EDX[13]`): global pages, kept across CR3 loads (kernel mappings).
 
-use hal::cpuid::cpuid;
+/// One CPUID answer.
+#[derive(Clone, Copy, Default)]
+struct Registers {
+    eax: u32,
+    ebx: u32,
+    ecx: u32,
+    edx: u32,
+}
 
 /// AMD family 19h is Zen 3 and Zen 4; 1Ah is Zen 5. Family 17h (Zen, Zen 2)
 /// may report INVLPGB but it is unusable there.
@@ -39,8 +46,14 @@ pub struct CpuFeatures {
 }
 
 impl CpuFeatures {
-    /// Reads every feature this kernel cares about.
-    pub fn detect() -> Self {
+    /// Decodes every feature this kernel cares about from `cpuid(leaf,
+    /// subleaf)`, which returns EAX, EBX, ECX and EDX: the instruction on
+    /// the machine (`hal::cpuid`), made-up answers in tests.
+    pub fn from_cpuid(cpuid: impl Fn(u32, u32) -> [u32; 4]) -> Self {
+        let cpuid = |leaf, subleaf| {
+            let [eax, ebx, ecx, edx] = cpuid(leaf, subleaf);
+            Registers { eax, ebx, ecx, edx }
+        };
         let leaf0 = cpuid(0, 0);
         let mut vendor = [0; 12];
         vendor[0..4].copy_from_slice(&leaf0.ebx.to_le_bytes());
@@ -139,41 +152,5 @@ fn decode_signature(eax: u32) -> (u32, u32, u32) {
     (family, model, stepping)
 }
 
-pub mod tests {
-    //! In-kernel tests of the CPUID decoding.
-
-    use super::{CpuFeatures, decode_signature};
-    use crate::ktest::{Test, TestResult};
-    use crate::{check, check_eq};
-
-    pub const TESTS: &[Test] = &[
-        Test::new("cpu_features::decodes_signatures", decodes_signatures),
-        Test::new("cpu_features::invlpgb_needs_zen3", invlpgb_needs_zen3),
-    ];
-
-    fn decodes_signatures() -> TestResult {
-        // EPYC 7763 (Milan, Zen 3): family 19h, model 01h, stepping 1.
-        check_eq!(decode_signature(0x00A0_0F11), (0x19, 0x01, 1));
-        // EPYC 7002 (Rome, Zen 2): family 17h, model 31h, stepping 0.
-        check_eq!(decode_signature(0x0083_0F10), (0x17, 0x31, 0));
-        // Intel Skylake client: family 6, model 5Eh, stepping 3.
-        check_eq!(decode_signature(0x0005_06E3), (6, 0x5E, 3));
-        Ok(())
-    }
-
-    fn invlpgb_needs_zen3() -> TestResult {
-        let mut cpu = CpuFeatures::detect();
-        cpu.vendor = *b"AuthenticAMD";
-        cpu.invlpgb = Some(7);
-        cpu.family = 0x17;
-        check!(
-            !cpu.invlpgb_usable(),
-            "INVLPGB must be ignored on Zen 2 (family 17h)"
-        );
-        cpu.family = 0x19;
-        check!(cpu.invlpgb_usable());
-        cpu.invlpgb = None;
-        check!(!cpu.invlpgb_usable());
-        Ok(())
-    }
-}
+#[cfg(test)]
+mod tests;

@@ -71,7 +71,7 @@ pub fn run() -> bool {
             );
             continue;
         }
-        if phase.needs_broadcast && tlb::mode() == tlb::TlbMode::Ipi {
+        if phase.needs_broadcast && tlb::mode() == crate::tlb_mode::TlbMode::Ipi {
             println!(
                 "demo:   skipped: mode ipi has no global ASIDs; try `cargo run -- tlb=broadcast-sw`"
             );

@@ -10,18 +10,13 @@
 //! answer its IPIs where it is stuck ([`hal::ipi`]).
 
 use hal::{cpu, ipi, percpu, probe, protection, serial::write_emergency, trap::TrapFrame};
+use x86_64::structures::idt::PageFaultErrorCode;
 
 const NMI: u64 = 2;
 const PAGE_FAULT: u64 = 14;
 /// The end of the lower (user) half of the address space.
 const LOWER_HALF_END: u64 = 0x0000_8000_0000_0000;
 
-const PRESENT: u64 = 1 << 0;
-const WRITE: u64 = 1 << 1;
-const USER: u64 = 1 << 2;
-const RESERVED_BIT: u64 = 1 << 3;
-const INSTRUCTION_FETCH: u64 = 1 << 4;
-const PROTECTION_KEY: u64 = 1 << 5;
 
 /// The architectural names of vectors 0-31 (AMD APM vol. 2, table 8-1).
 const NAMES: [&str; 32] = [
@@ -78,10 +73,10 @@ pub fn handle(frame: &mut TrapFrame) {
             format_args!(
                 "{name} at rip {:#x}: {} {} {:#x} ({}); SMEP {}, SMAP {}",
                 frame.rip,
-                privilege(frame.error_code),
-                access_kind(frame.error_code),
+                privilege(frame.page_fault_error()),
+                access_kind(frame.page_fault_error()),
                 address,
-                page_fault_cause(frame.error_code, address),
+                page_fault_cause(frame.page_fault_error(), address),
                 on_off(protection::smep_enabled()),
                 on_off(protection::smap_enabled()),
             ),
@@ -130,10 +125,10 @@ fn on_off(on: bool) -> &'static str {
 }
 
 /// What the faulting access tried to do, from the page-fault error code.
-fn access_kind(error_code: u64) -> &'static str {
-    if error_code & INSTRUCTION_FETCH != 0 {
+fn access_kind(error_code: PageFaultErrorCode) -> &'static str {
+    if error_code.contains(PageFaultErrorCode::INSTRUCTION_FETCH) {
         "instruction fetch from"
-    } else if error_code & WRITE != 0 {
+    } else if error_code.contains(PageFaultErrorCode::CAUSED_BY_WRITE) {
         "write to"
     } else {
         "read from"
@@ -141,8 +136,8 @@ fn access_kind(error_code: u64) -> &'static str {
 }
 
 /// Which privilege level made the faulting access.
-fn privilege(error_code: u64) -> &'static str {
-    if error_code & USER != 0 {
+fn privilege(error_code: PageFaultErrorCode) -> &'static str {
+    if error_code.contains(PageFaultErrorCode::USER_MODE) {
         "user"
     } else {
         "kernel"
@@ -152,16 +147,20 @@ fn privilege(error_code: u64) -> &'static str {
 /// Why the access to `address` faulted, from the page-fault error code. A
 /// kernel access to a present user page can only have been refused by SMEP
 /// (an instruction fetch) or SMAP (a read or write).
-fn page_fault_cause(error_code: u64, address: u64) -> &'static str {
-    let kernel_touched_user_page =
-        error_code & (PRESENT | USER) == PRESENT && address < LOWER_HALF_END;
-    if error_code & RESERVED_BIT != 0 {
+fn page_fault_cause(error_code: PageFaultErrorCode, address: u64) -> &'static str {
+    let present = error_code.contains(PageFaultErrorCode::PROTECTION_VIOLATION);
+    let kernel_touched_user_page = present
+        && !error_code.contains(PageFaultErrorCode::USER_MODE)
+        && address < LOWER_HALF_END;
+    if error_code.contains(PageFaultErrorCode::MALFORMED_TABLE) {
         "reserved bit set in a page-table entry"
-    } else if error_code & PROTECTION_KEY != 0 {
+    } else if error_code.contains(PageFaultErrorCode::PROTECTION_KEY) {
         "protection-key violation"
-    } else if error_code & PRESENT == 0 {
+    } else if !present {
         "page not present"
-    } else if kernel_touched_user_page && error_code & INSTRUCTION_FETCH != 0 {
+    } else if kernel_touched_user_page
+        && error_code.contains(PageFaultErrorCode::INSTRUCTION_FETCH)
+    {
         "SMEP: the kernel may not execute user pages"
     } else if kernel_touched_user_page {
         "SMAP: the kernel may not touch user pages"

@@ -12,7 +12,7 @@ use core::time::Duration;
 use hal::{apic::ApicMode, cpu_mask::CpuMask, ipi, percpu::PerCpu};
 use mm::{CpuId, CpuSet};
 
-use crate::tlb;
+
 
 pub use hal::ipi::Unanswered;
 
@@ -29,7 +29,7 @@ pub struct SmpSummary {
     pub tsc_hz: u64,
     pub apic_timer_hz: u64,
     /// The TLB mode and instructions in force, and why.
-    pub tlb: tlb::Choice,
+    pub tlb: crate::tlb_mode::Choice,
 }
 
 fn to_mask(set: &CpuSet) -> CpuMask {

@@ -13,7 +13,7 @@
 
 use mm::{
     BroadcastBackend, BroadcastOp, Pcid,
-    invlpgb::{self, InvlpgbLimits, InvlpgbOperands},
+    invlpgb::{self, InvlpgbLimits},
 };
 
 use crate::{
@@ -39,7 +39,7 @@ impl KernelBroadcast {
     fn carry_out(&self, op: BroadcastOp) {
         match self {
             Self::Software => broadcast_by_ipi(&op),
-            Self::Invlpgb(limits) => invlpgb_sequence(&op, *limits, |operands| {
+            Self::Invlpgb(limits) => invlpgb::sequence(&op, *limits, |operands| {
                 hal::tlb::invlpgb(hal::tlb::InvlpgbRegisters {
                     rax: operands.rax,
                     ecx: operands.ecx,
@@ -47,41 +47,6 @@ impl KernelBroadcast {
                 })
             }),
         }
-    }
-}
-
-/// Calls `issue` with each INVLPGB that carries out `op` on a CPU that
-/// accepts `limits`: ranges are split into chunks the CPU accepts and that
-/// never cross the non-canonical hole.
-pub fn invlpgb_sequence(
-    op: &BroadcastOp,
-    limits: InvlpgbLimits,
-    mut issue: impl FnMut(InvlpgbOperands),
-) {
-    match *op {
-        BroadcastOp::PcidRange {
-            pcid,
-            start,
-            end,
-            stride_shift,
-        } => {
-            for chunk in invlpgb::range_chunks(start, end, stride_shift, limits) {
-                issue(invlpgb::user_range(
-                    pcid,
-                    chunk.addr,
-                    chunk.pages,
-                    chunk.stride_2m,
-                ));
-            }
-        }
-        BroadcastOp::Pcid(pcid) => issue(invlpgb::single_pcid(pcid)),
-        BroadcastOp::AllNonGlobal => issue(invlpgb::all_nonglobals()),
-        BroadcastOp::KernelRange { start, end } => {
-            for chunk in invlpgb::range_chunks(start, end, mm::PAGE_SHIFT, limits) {
-                issue(invlpgb::kernel_range(chunk.addr, chunk.pages));
-            }
-        }
-        BroadcastOp::AllIncludingGlobal => issue(invlpgb::all_including_global()),
     }
 }
 
@@ -130,101 +95,5 @@ impl BroadcastBackend for KernelBroadcast {
             // variant's documentation), so this TLBSYNC waits for them.
             Self::Invlpgb(_) => hal::tlb::tlbsync(),
         }
-    }
-}
-
-pub mod tests {
-    //! The INVLPGB backend's instructions, checked as data: QEMU cannot
-    //! execute them.
-
-    use alloc::vec::Vec;
-
-    use mm::{
-        BroadcastOp,
-        invlpgb::{self, InvlpgbLimits, InvlpgbOperands},
-    };
-
-    use super::invlpgb_sequence;
-    use crate::check_eq;
-    use crate::ktest::{Test, TestResult};
-
-    pub const TESTS: &[Test] = &[
-        Test::new(
-            "tlb_broadcast::ranges_respect_the_cpu_limit",
-            ranges_respect_the_cpu_limit,
-        ),
-        Test::new(
-            "tlb_broadcast::whole_space_operations_are_one_instruction",
-            whole_space_operations_are_one_instruction,
-        ),
-    ];
-
-    fn sequence(op: BroadcastOp, limits: InvlpgbLimits) -> Vec<InvlpgbOperands> {
-        let mut issued = Vec::new();
-        invlpgb_sequence(&op, limits, |operands| issued.push(operands));
-        issued
-    }
-
-    /// EPYC-Milan reports 7 extra pages (8 per instruction): 20 user pages
-    /// take three instructions (8 + 8 + 4), each naming the PCID, and a
-    /// kernel range includes global entries.
-    fn ranges_respect_the_cpu_limit() -> TestResult {
-        let limits = InvlpgbLimits::from_cpuid_edx(7);
-        let user = sequence(
-            BroadcastOp::PcidRange {
-                pcid: 9,
-                start: 0x40_0000,
-                end: 0x40_0000 + 20 * 4096,
-                stride_shift: 12,
-            },
-            limits,
-        );
-        check_eq!(
-            user,
-            [
-                invlpgb::user_range(9, 0x40_0000, 8, false),
-                invlpgb::user_range(9, 0x40_8000, 8, false),
-                invlpgb::user_range(9, 0x41_0000, 4, false),
-            ]
-        );
-        let kernel_base = 0xffff_ff00_0000_0000;
-        let kernel = sequence(
-            BroadcastOp::KernelRange {
-                start: kernel_base,
-                end: kernel_base + 9 * 4096,
-            },
-            limits,
-        );
-        check_eq!(
-            kernel,
-            [
-                invlpgb::kernel_range(kernel_base, 8),
-                invlpgb::kernel_range(kernel_base + 8 * 4096, 1),
-            ]
-        );
-        for operands in &kernel {
-            check_eq!(
-                operands.rax & invlpgb::FLAG_INCLUDE_GLOBAL,
-                invlpgb::FLAG_INCLUDE_GLOBAL
-            );
-        }
-        Ok(())
-    }
-
-    fn whole_space_operations_are_one_instruction() -> TestResult {
-        let limits = InvlpgbLimits::default();
-        check_eq!(
-            sequence(BroadcastOp::Pcid(12), limits),
-            [invlpgb::single_pcid(12)]
-        );
-        check_eq!(
-            sequence(BroadcastOp::AllNonGlobal, limits),
-            [invlpgb::all_nonglobals()]
-        );
-        check_eq!(
-            sequence(BroadcastOp::AllIncludingGlobal, limits),
-            [invlpgb::all_including_global()]
-        );
-        Ok(())
     }
 }

@@ -26,7 +26,7 @@
 //! at 0 and looped forever). Ranges are split by [`range_chunks`], which never lets one instruction
 //! cover the non-canonical hole.
 
-use crate::asid::Pcid;
+use crate::{asid::Pcid, hardware::BroadcastOp};
 
 /// rAX bit 0: compare the virtual address.
 pub const FLAG_VA: u64 = 1 << 0;
@@ -198,6 +198,34 @@ impl Iterator for RangeChunks {
             .addr
             .saturating_add(u64::from(pages) << self.unit_shift);
         Some(chunk)
+    }
+}
+
+/// Calls `issue` with each INVLPGB that carries out the broadcast `op` on a
+/// CPU that accepts `limits`: ranges are split into chunks the CPU accepts
+/// and that never cross the non-canonical hole. Which instructions carry
+/// out an operation is a decision, so it is made here, where the host tests
+/// check it; the kernel only executes what `issue` receives.
+pub fn sequence(op: &BroadcastOp, limits: InvlpgbLimits, mut issue: impl FnMut(InvlpgbOperands)) {
+    match *op {
+        BroadcastOp::PcidRange {
+            pcid,
+            start,
+            end,
+            stride_shift,
+        } => {
+            for chunk in range_chunks(start, end, stride_shift, limits) {
+                issue(user_range(pcid, chunk.addr, chunk.pages, chunk.stride_2m));
+            }
+        }
+        BroadcastOp::Pcid(pcid) => issue(single_pcid(pcid)),
+        BroadcastOp::AllNonGlobal => issue(all_nonglobals()),
+        BroadcastOp::KernelRange { start, end } => {
+            for chunk in range_chunks(start, end, crate::PAGE_SHIFT, limits) {
+                issue(kernel_range(chunk.addr, chunk.pages));
+            }
+        }
+        BroadcastOp::AllIncludingGlobal => issue(all_including_global()),
     }
 }
 

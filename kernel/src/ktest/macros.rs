@@ -12,7 +12,7 @@ macro_rules! check {
     };
     ($condition:expr, $($message:tt)+) => {
         if !$condition {
-            return Err($crate::ktest::TestFailure {
+            return Err($crate::framework::TestFailure {
                 message: alloc::format!($($message)+),
                 file: file!(),
                 line: line!(),
@@ -49,7 +49,7 @@ macro_rules! require_some {
         match $option {
             Some(value) => value,
             None => {
-                return Err($crate::ktest::TestFailure {
+                return Err($crate::framework::TestFailure {
                     message: alloc::format!($($message)+),
                     file: file!(),
                     line: line!(),
@@ -66,7 +66,7 @@ macro_rules! require_ok {
         match $result {
             Ok(value) => value,
             Err(error) => {
-                return Err($crate::ktest::TestFailure {
+                return Err($crate::framework::TestFailure {
                     message: alloc::format!("{} failed: {}", stringify!($result), error),
                     file: file!(),
                     line: line!(),

@@ -36,10 +36,15 @@ use super::frames::{self, FRAME_SIZE};
 use hal::global_alloc;
 
 const MIN_HEAP_BYTES: usize = 4 << 20;
-const MAX_HEAP_BYTES: usize = 64 << 20;
+pub const MAX_HEAP_BYTES: usize = 64 << 20;
 
 /// Heap bytes that allocations caused by programs may never use.
 static RESERVE_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// The bytes of heap that programs' allocations leave to the kernel.
+pub fn reserve_bytes() -> usize {
+    RESERVE_BYTES.load(Ordering::Relaxed)
+}
 
 /// Why the heap could not be set up.
 #[derive(Debug)]
@@ -76,90 +81,4 @@ pub fn try_zeroed_vec<T: Copy + Default>(len: usize) -> Result<Vec<T>, Errno> {
     vec.try_reserve_exact(len).map_err(|_| Errno::NoMem)?;
     vec.resize(len, T::default());
     Ok(vec)
-}
-
-pub mod tests {
-    //! In-kernel tests of the heap.
-
-    use alloc::{boxed::Box, collections::BTreeMap, vec::Vec};
-
-    use abi::Errno;
-
-    use crate::ktest::{Test, TestResult};
-    use crate::{check, check_eq};
-
-    pub const TESTS: &[Test] = &[
-        Test::new("heap::box_and_vec", box_and_vec),
-        Test::new("heap::large_allocation", large_allocation),
-        Test::new("heap::memory_is_reused", memory_is_reused),
-        Test::new(
-            "heap::program_allocations_stop_at_the_reserve",
-            program_allocations_stop_at_the_reserve,
-        ),
-    ];
-
-    fn box_and_vec() -> TestResult {
-        let boxed = Box::new(41u64);
-        check_eq!(*boxed + 1, 42);
-        let squares: Vec<u64> = (0..1000).map(|n| n * n).collect();
-        check_eq!(squares.iter().sum::<u64>(), 332_833_500);
-        let mut map = BTreeMap::new();
-        for n in 0..100u32 {
-            map.insert(n % 7, n);
-        }
-        check_eq!(map.len(), 7);
-        Ok(())
-    }
-
-    fn large_allocation() -> TestResult {
-        let mut big = Vec::<u8>::with_capacity(1 << 20);
-        big.resize(1 << 20, 0xA5);
-        check!(big.iter().all(|&byte| byte == 0xA5));
-        Ok(())
-    }
-
-    fn memory_is_reused() -> TestResult {
-        let before = hal::global_alloc::used_bytes();
-        for round in 0..10_000u64 {
-            let value = Box::new([round; 16]);
-            check_eq!(value[15], round);
-        }
-        check_eq!(
-            hal::global_alloc::used_bytes(),
-            before,
-            "heap usage after freeing everything"
-        );
-        Ok(())
-    }
-
-    /// Budgeted allocations succeed until only the reserve is left, then
-    /// fail with `NoMem`; the kernel's own allocations still succeed.
-    fn program_allocations_stop_at_the_reserve() -> TestResult {
-        const CHUNK: usize = 64 * 1024;
-        let mut taken: Vec<Vec<u8>> = Vec::new();
-        let outcome = loop {
-            match super::try_zeroed_vec::<u8>(CHUNK) {
-                Ok(chunk) => taken.push(chunk),
-                Err(errno) => break errno,
-            }
-            if taken.len() > (super::MAX_HEAP_BYTES / CHUNK) {
-                break Errno::Inval;
-            }
-        };
-        check_eq!(outcome, Errno::NoMem, "after {} chunks", taken.len());
-        let reserve = super::RESERVE_BYTES.load(core::sync::atomic::Ordering::Relaxed);
-        let free = hal::global_alloc::free_bytes();
-        check!(
-            free >= reserve && free < reserve + CHUNK,
-            "{free} bytes free when the budget ran out; the reserve is {reserve}"
-        );
-        let kernel_allocation = Box::new([7u8; 4096]);
-        check_eq!(kernel_allocation[4095], 7);
-        drop(taken);
-        check!(
-            super::try_zeroed_vec::<u8>(CHUNK).is_ok(),
-            "budgeted allocations must work again once memory is freed"
-        );
-        Ok(())
-    }
 }

@@ -12,7 +12,8 @@ use super::{
     sched,
     vm::{Access, FaultError},
 };
-use hal::{self, trap::TrapFrame};
+use hal::trap::TrapFrame;
+use x86_64::structures::idt::PageFaultErrorCode;
 
 const PAGE_FAULT: u64 = 14;
 
@@ -24,17 +25,15 @@ pub fn handle(frame: &mut TrapFrame, name: &str) {
         .clone()
         .expect("ring 3 runs only user threads");
     let what = if frame.vector == PAGE_FAULT {
-        const PRESENT: u64 = 1 << 0;
-        const WRITE: u64 = 1 << 1;
-        const INSTRUCTION_FETCH: u64 = 1 << 4;
         let address = hal::cpu::page_fault_address();
+        let error = frame.page_fault_error();
         let access = Access {
-            write: frame.error_code & WRITE != 0,
-            execute: frame.error_code & INSTRUCTION_FETCH != 0,
+            write: error.contains(PageFaultErrorCode::CAUSED_BY_WRITE),
+            execute: error.contains(PageFaultErrorCode::INSTRUCTION_FETCH),
         };
         let resolved = if address >= abi::USER_END {
             // The kernel half: mapped only without the USER bit, if at all.
-            Err(if frame.error_code & PRESENT != 0 {
+            Err(if error.contains(PageFaultErrorCode::PROTECTION_VIOLATION) {
                 "kernel memory: present, but supervisor-only"
             } else {
                 "kernel memory: not mapped"

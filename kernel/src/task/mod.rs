@@ -7,7 +7,6 @@ pub mod process;
 pub mod sched;
 pub mod swap;
 pub mod syscall;
-pub mod tests;
 pub mod thread;
 pub mod vm;
 

@@ -172,7 +172,7 @@ impl Process {
             self.thread_slots.fetch_sub(1, Ordering::AcqRel);
         })?;
         self.live_threads.fetch_add(1, Ordering::AcqRel);
-        thread.affinity.store(cpu, Ordering::Relaxed);
+        thread.set_affinity(cpu);
         self.threads.lock().insert(thread.tid, Arc::clone(&thread));
         sched::spawn(Arc::clone(&thread));
         Ok(thread)

@@ -182,7 +182,7 @@ fn handle(
             if a0 != abi::ANY_CPU && !smp::is_online(a0) {
                 return Err(Errno::Inval);
             }
-            me.affinity.store(a0, Ordering::Relaxed);
+            me.set_affinity(a0);
             if a0 != abi::ANY_CPU && a0 != percpu::current().index as u64 {
                 // The scheduler queues us on the new CPU; we continue there.
                 sched::yield_now();

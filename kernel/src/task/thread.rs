@@ -129,6 +129,12 @@ impl Thread {
         thread
     }
 
+    /// Pins the thread to `cpu` (or lets it run anywhere with
+    /// `abi::ANY_CPU`) from its next placement on.
+    pub fn set_affinity(&self, cpu: u64) {
+        self.affinity.store(cpu, Ordering::Relaxed);
+    }
+
     /// The top of the kernel stack (RSP0 and the syscall stack), if owned.
     pub fn kernel_stack_top(&self) -> Option<u64> {
         self.context.stack_top()

@@ -22,8 +22,9 @@ use x86_64::PhysAddr;
 use hal::phys;
 use hal::{
     frames::{self, Frame},
-    page_table::{self, Leaf, OutOfFrames, PageTable},
+    page_table::{Leaf, OutOfFrames, PageTable},
 };
+use x86_64::structures::paging::PageTableFlags;
 
 use crate::{memory::heap, tlb};
 
@@ -80,17 +81,17 @@ pub struct AddressSpace {
 /// right at all (`PROT_NONE`) the entry keeps its frame but loses the USER
 /// bit, so ring 3 faults on it and the contents survive for a later
 /// `mprotect`.
-fn entry_flags(prot: u64) -> u64 {
+fn entry_flags(prot: u64) -> PageTableFlags {
     let mut flags = if prot == prot::NONE {
-        0
+        PageTableFlags::empty()
     } else {
-        page_table::USER
+        PageTableFlags::USER_ACCESSIBLE
     };
     if prot & prot::WRITE != 0 {
-        flags |= page_table::WRITABLE;
+        flags |= PageTableFlags::WRITABLE;
     }
     if prot & prot::EXEC == 0 {
-        flags |= page_table::NO_EXECUTE;
+        flags |= PageTableFlags::NO_EXECUTE;
     }
     flags
 }

@@ -8,6 +8,7 @@ mod fake;
 mod batching;
 mod flushing;
 mod global;
+mod invlpgb_sequence;
 mod switching;
 
 /// The kernel keeps these in statics and passes requests between CPUs.

@@ -2,34 +2,15 @@
 
 use x86_64::PhysAddr;
 
-use crate::ktest::{Test, TestResult};
+use crate::framework::TestResult;
 use crate::{check, check_eq, require_some};
 use hal::frames::{self, FRAME_SIZE, FrameAllocator, RESERVED_LOW_MEMORY};
-
-pub const TESTS: &[Test] = &[
-    Test::new(
-        "frames::allocates_only_released_frames",
-        allocates_only_released_frames,
-    ),
-    Test::new(
-        "frames::free_makes_frame_reusable",
-        free_makes_frame_reusable,
-    ),
-    Test::new(
-        "frames::contiguous_runs_skip_holes",
-        contiguous_runs_skip_holes,
-    ),
-    Test::new(
-        "frames::kernel_allocator_round_trip",
-        kernel_allocator_round_trip,
-    ),
-];
 
 fn address(frame: usize) -> PhysAddr {
     PhysAddr::new((frame * FRAME_SIZE) as u64)
 }
 
-fn allocates_only_released_frames() -> TestResult {
+pub fn allocates_only_released_frames() -> TestResult {
     let mut bitmap = [0; 2];
     let mut frames = FrameAllocator::new(&mut bitmap, 100);
     frames.release_range(address(10), address(13));
@@ -42,7 +23,7 @@ fn allocates_only_released_frames() -> TestResult {
     Ok(())
 }
 
-fn free_makes_frame_reusable() -> TestResult {
+pub fn free_makes_frame_reusable() -> TestResult {
     let mut bitmap = [0; 1];
     let mut frames = FrameAllocator::new(&mut bitmap, 64);
     frames.release_range(address(0), address(2));
@@ -56,7 +37,7 @@ fn free_makes_frame_reusable() -> TestResult {
     Ok(())
 }
 
-fn contiguous_runs_skip_holes() -> TestResult {
+pub fn contiguous_runs_skip_holes() -> TestResult {
     let mut bitmap = [0; 2];
     let mut frames = FrameAllocator::new(&mut bitmap, 128);
     frames.release_range(address(0), address(128));
@@ -68,7 +49,7 @@ fn contiguous_runs_skip_holes() -> TestResult {
     Ok(())
 }
 
-fn kernel_allocator_round_trip() -> TestResult {
+pub fn kernel_allocator_round_trip() -> TestResult {
     let before = frames::free_count();
     let frame = require_some!(frames::allocate(), "the kernel allocator has no free frame");
     check!(

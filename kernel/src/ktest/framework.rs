@@ -1,9 +1,14 @@
 //! The in-kernel test framework.
 //!
-//! Tests are plain functions returning [`TestResult`], registered by name in
-//! per-module `TESTS` lists that [`SUITES`] collects. One kernel image holds
-//! every test; the command line (`test=<filter>`) selects which run, so the
-//! host can run many scenarios without building many images.
+//! Tests are plain functions returning [`TestResult`], one suite file per
+//! area in `src/ktest/suites/`. Every `pub fn name() -> TestResult` in
+//! `suites/area.rs` is the test `area::name`: the build script
+//! (`kernel/build.rs`) collects them into [`ALL`], so no list is kept by
+//! hand. The tests of `suites/harness.rs` fail, panic or hang on purpose, to
+//! prove the harness reports each case; they run only when named exactly.
+//! One test image holds every test; the command line (`test=<filter>`)
+//! selects which run, so the host can run many scenarios without building
+//! many images.
 //!
 //! The output is line-based and meant to be parsed by the host runner:
 //!
@@ -21,19 +26,13 @@
 //! ends. A test that hangs prints `run` with no result, and the host's timeout
 //! names it.
 
-mod frames;
-mod kernel_stack;
-mod macros;
-mod protection;
-mod selfcheck;
-mod smp;
-
 use alloc::{string::String, vec::Vec};
 use core::{
     fmt,
     sync::atomic::{AtomicUsize, Ordering},
 };
 
+use hal::println;
 use spin::Mutex;
 
 /// Why a test failed: the message and where the failing check is.
@@ -91,28 +90,11 @@ impl Test {
     }
 }
 
-/// Every test list in the kernel.
-const SUITES: &[&[Test]] = &[
-    crate::acpi::tests::TESTS,
-    kernel_stack::TESTS,
-    crate::cmdline::tests::TESTS,
-    crate::cpu_features::tests::TESTS,
-    crate::elf::tests::TESTS,
-    crate::initrd::tests::TESTS,
-    frames::TESTS,
-    crate::memory::heap::tests::TESTS,
-    protection::TESTS,
-    smp::TESTS,
-    crate::symbols::tests::TESTS,
-    crate::task::tests::TESTS,
-    crate::tlb::tests::TESTS,
-    crate::tlb_broadcast::tests::TESTS,
-    crate::tlb_latency::tests::TESTS,
-    selfcheck::TESTS,
-];
+/// Every test of the suites, in file and then source order.
+pub const ALL: &[Test] = crate::suites::ALL;
 
 fn all_tests() -> impl Iterator<Item = &'static Test> {
-    SUITES.iter().flat_map(|suite| suite.iter())
+    ALL.iter()
 }
 
 /// The test running right now, for [`report_abort`].
@@ -146,25 +128,44 @@ pub fn run(filters: &[String]) -> Result<bool, UnmatchedFilter> {
     let selected: Vec<&Test> = all_tests()
         .filter(|test| test.selected_by(filters))
         .collect();
-    hal::println!("ktest: running {} tests", selected.len());
+    println!("ktest: running {} tests", selected.len());
     for test in selected {
-        hal::println!("ktest: run {}", test.name);
+        start_on_the_boot_cpu();
+        println!("ktest: run {}", test.name);
         *CURRENT.lock() = Some(test.name);
         let result = (test.run)();
         *CURRENT.lock() = None;
         match result {
             Ok(()) => {
                 PASSED.fetch_add(1, Ordering::Relaxed);
-                hal::println!("ktest: ok {}", test.name);
+                println!("ktest: ok {}", test.name);
             }
             Err(failure) => {
                 FAILED.fetch_add(1, Ordering::Relaxed);
-                hal::println!("ktest: FAIL {}: {failure}", test.name);
+                println!("ktest: FAIL {}: {failure}", test.name);
             }
         }
     }
     print_summary(hal::serial::write_fmt);
     Ok(FAILED.load(Ordering::Relaxed) == 0)
+}
+
+/// Every test starts on the boot CPU (CPU 0), whatever the one before it
+/// did: the thread that runs them may have been woken on another CPU after
+/// a sleep, or re-pinned, and tests that pick CPUs by number (a stuck CPU
+/// 1 called from CPU 2) rely on where they start.
+fn start_on_the_boot_cpu() {
+    let runner = kernel::task::sched::current();
+    runner.set_affinity(0);
+    if hal::percpu::current().index != 0 {
+        // A yielding thread is queued on its pinned CPU.
+        kernel::task::sched::yield_now();
+    }
+    assert_eq!(
+        hal::percpu::current().index,
+        0,
+        "the test runner could not move back to the boot CPU"
+    );
 }
 
 /// Prints the name of every test, one per line, for `run=list`.
@@ -175,7 +176,7 @@ pub fn list() {
         } else {
             ""
         };
-        hal::println!("ktest: test {}{note}", test.name);
+        println!("ktest: test {}{note}", test.name);
     }
 }
 

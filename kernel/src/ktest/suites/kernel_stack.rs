@@ -4,23 +4,16 @@
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::{
-    check, check_eq,
-    ktest::{Test, TestResult},
-    require_ok, smp, tlb,
-};
+use crate::{check, check_eq, framework::TestResult, require_ok};
+use kernel::{smp, tlb};
 use hal::{
     frames, ipi,
     kernel_stack::{KernelStack, STACK_PAGES, purge},
     percpu,
 };
 
-pub const TESTS: &[Test] = &[Test::new(
-    "kernel_stack::freed_stack_is_flushed_everywhere_before_reuse",
-    freed_stack_is_flushed_everywhere_before_reuse,
-)];
-
 const OLD: u64 = 0x01d0_01d0_01d0_01d0;
+
 const NEW: u64 = 0x0e11_0e11_0e11_0e11;
 
 /// How many CPUs read `expected` at word 0 of `stack`, through their
@@ -40,7 +33,7 @@ fn cpus_reading(stack: &KernelStack, expected: u64) -> Result<usize, ipi::Unansw
 /// and purged; a new stack in the same slot gets other frames. Had a
 /// CPU missed the kernel-range flush, it would still read the old frame
 /// (with `tlb.bug=no-flush-ipis`, the remote ones do).
-fn freed_stack_is_flushed_everywhere_before_reuse() -> TestResult {
+pub fn freed_stack_is_flushed_everywhere_before_reuse() -> TestResult {
     let online = smp::online().count();
     purge(tlb::flush_kernel_range);
     let mut old = require_ok!(KernelStack::allocate());

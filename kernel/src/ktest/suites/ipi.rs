@@ -9,34 +9,10 @@ use core::{
 use mm::CpuSet;
 
 use crate::{check, check_eq, require_ok, require_some};
-use crate::{
-    ktest::{Test, TestResult},
-    smp::{self, cpu, online},
-};
+use crate::{framework::TestResult};
+use kernel::{smp::{self, cpu, online}};
 use hal::percpu;
 use hal::time;
-
-pub const TESTS: &[Test] = &[
-    Test::new(
-        "smp::every_listed_cpu_is_online",
-        every_listed_cpu_is_online,
-    ),
-    Test::new(
-        "smp::percpu_is_found_through_gs",
-        percpu_is_found_through_gs,
-    ),
-    Test::new("smp::timer_ticks_on_every_cpu", timer_ticks_on_every_cpu),
-    Test::new("ipi::round_trip_to_every_cpu", round_trip_to_every_cpu),
-    Test::new(
-        "ipi::concurrent_cross_calls_complete",
-        concurrent_cross_calls_complete,
-    ),
-    Test::new("ipi::local_calls_send_no_ipi", local_calls_send_no_ipi),
-    Test::new(
-        "ipi::unanswered_call_is_retracted",
-        unanswered_call_is_retracted,
-    ),
-];
 
 fn total_ipis_sent() -> u64 {
     online()
@@ -46,56 +22,7 @@ fn total_ipis_sent() -> u64 {
         .sum()
 }
 
-fn every_listed_cpu_is_online() -> TestResult {
-    let summary = require_some!(
-        crate::boot::SMP_SUMMARY.get(),
-        "smp::init did not record a summary"
-    );
-    check_eq!(
-        summary.online,
-        summary.listed,
-        "CPUs listed in the MADT vs online"
-    );
-    check_eq!(online().count(), summary.online);
-    Ok(())
-}
-
-fn percpu_is_found_through_gs() -> TestResult {
-    check_eq!(percpu::current().index, 0, "tests run on the boot CPU");
-    for index in &online() {
-        let seen = AtomicUsize::new(usize::MAX);
-        require_ok!(smp::call_on(&CpuSet::single(index), &|| {
-            seen.store(percpu::current().index, Ordering::Relaxed)
-        }));
-        check_eq!(
-            seen.load(Ordering::Relaxed),
-            index,
-            "the call ran on the wrong CPU"
-        );
-    }
-    Ok(())
-}
-
-fn timer_ticks_on_every_cpu() -> TestResult {
-    let ticks = || -> Vec<u64> {
-        online()
-            .iter()
-            .filter_map(cpu)
-            .map(|cpu| cpu.ticks.load(Ordering::Relaxed))
-            .collect()
-    };
-    let before = ticks();
-    time::delay(Duration::from_millis(100));
-    for ((index, before), after) in online().iter().zip(before).zip(ticks()) {
-        check!(
-            after > before,
-            "CPU {index} took no timer tick in 100 ms ({before} -> {after})"
-        );
-    }
-    Ok(())
-}
-
-fn round_trip_to_every_cpu() -> TestResult {
+pub fn round_trip_to_every_cpu() -> TestResult {
     const ROUNDS: usize = 200;
     let me = percpu::current().index;
     let mut samples = Vec::with_capacity(ROUNDS);
@@ -125,7 +52,7 @@ fn round_trip_to_every_cpu() -> TestResult {
     Ok(())
 }
 
-fn concurrent_cross_calls_complete() -> TestResult {
+pub fn concurrent_cross_calls_complete() -> TestResult {
     const ROUNDS: u64 = 100;
     let calls_made = AtomicU64::new(0);
     let failures = AtomicU64::new(0);
@@ -159,7 +86,7 @@ fn concurrent_cross_calls_complete() -> TestResult {
     Ok(())
 }
 
-fn local_calls_send_no_ipi() -> TestResult {
+pub fn local_calls_send_no_ipi() -> TestResult {
     let me = percpu::current().index;
     let before = total_ipis_sent();
     let ran = AtomicUsize::new(0);
@@ -186,7 +113,7 @@ fn local_calls_send_no_ipi() -> TestResult {
 /// CPU 1 sits in a cross-call with interrupts off; CPU 2 calls it with a
 /// short timeout and must get `Err` naming CPU 1, with its request
 /// retracted (CPU 1 must never run it afterwards).
-fn unanswered_call_is_retracted() -> TestResult {
+pub fn unanswered_call_is_retracted() -> TestResult {
     use core::sync::atomic::AtomicBool;
     if online().count() < 3 {
         hal::println!("ipi: unanswered_call_is_retracted needs 3 CPUs; nothing to check");

@@ -2,114 +2,24 @@
 //! no user program.
 
 use alloc::vec::Vec;
-use core::{
-    sync::atomic::{AtomicUsize, Ordering},
-    time::Duration,
-};
 
 use abi::{Errno, PAGE_SIZE, prot};
-use mm::MAX_CPUS;
 
-use super::{
-    sched, swap,
-    thread::Thread,
+use kernel::task::{
+    swap,
     vm::{Access, AddressSpace, FaultError},
 };
-use crate::{
-    check, check_eq,
-    ktest::{Test, TestResult},
-    require_ok, smp, tlb,
-};
-use hal::time;
-use hal::{context::ThreadStart, percpu};
+use crate::{check_eq, framework::TestResult, require_ok};
+use kernel::tlb;
 
-pub const TESTS: &[Test] = &[
-    Test::new(
-        "sched::kernel_threads_run_on_every_cpu",
-        kernel_threads_run_on_every_cpu,
-    ),
-    Test::new(
-        "sched::sleep_lasts_at_least_its_time",
-        sleep_lasts_at_least_its_time,
-    ),
-    Test::new(
-        "vm::demand_zero_copy_and_discard",
-        demand_zero_copy_and_discard,
-    ),
-    Test::new("vm::faults_respect_protection", faults_respect_protection),
-    Test::new(
-        "vm::rejects_bad_ranges_and_flags",
-        rejects_bad_ranges_and_flags,
-    ),
-    Test::new("vm::page_out_and_back", page_out_and_back),
-    Test::new(
-        "vm::fixed_mapping_replaces_atomically",
-        fixed_mapping_replaces_atomically,
-    ),
-    Test::new(
-        "vm::region_limit_refuses_only_growth",
-        region_limit_refuses_only_growth,
-    ),
-];
-
-/// Where each test thread records the CPU it ran on (+1, 0 = never ran).
-static RAN_ON: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(0) }; MAX_CPUS];
-
-extern "C" fn record_cpu(slot: u64) -> ! {
-    RAN_ON[slot as usize].store(percpu::current().index + 1, Ordering::Relaxed);
-    sched::exit_current(slot as i64)
-}
-
-fn kernel_threads_run_on_every_cpu() -> TestResult {
-    let online = smp::online();
-    let threads: Vec<_> = online
-        .iter()
-        .map(|cpu| {
-            RAN_ON[cpu].store(0, Ordering::Relaxed);
-            let thread = Thread::new_kernel(ThreadStart::Kernel {
-                entry: record_cpu,
-                argument: cpu as u64,
-            });
-            thread.affinity.store(cpu as u64, Ordering::Relaxed);
-            sched::spawn(alloc::sync::Arc::clone(&thread));
-            (cpu, thread)
-        })
-        .collect();
-    for (cpu, thread) in &threads {
-        check_eq!(
-            sched::join(thread),
-            Some(*cpu as i64),
-            "exit value of the thread pinned to CPU {cpu}"
-        );
-        check_eq!(
-            RAN_ON[*cpu].load(Ordering::Relaxed),
-            cpu + 1,
-            "where the thread pinned to CPU {cpu} ran"
-        );
-    }
-    Ok(())
-}
-
-fn sleep_lasts_at_least_its_time() -> TestResult {
-    let start = time::now_ns();
-    sched::sleep(30_000_000);
-    let slept = time::now_ns() - start;
-    check!(slept >= 30_000_000, "slept {slept} ns of 30 ms");
-    check!(
-        slept < Duration::from_secs(5).as_nanos() as u64,
-        "slept {slept} ns: the wake-up came very late"
-    );
-    Ok(())
-}
-
-fn new_space() -> Result<AddressSpace, crate::ktest::TestFailure> {
+fn new_space() -> Result<AddressSpace, crate::framework::TestFailure> {
     let root = x86_64::PhysAddr::new(tlb::system().kernel_address_space().root());
     Ok(require_ok!(
         AddressSpace::new(root).map_err(|_| "out of frames")
     ))
 }
 
-fn demand_zero_copy_and_discard() -> TestResult {
+pub fn demand_zero_copy_and_discard() -> TestResult {
     let space = new_space()?;
     let free_frames = hal::frames::free_count();
     let base = require_ok!(
@@ -143,7 +53,7 @@ fn demand_zero_copy_and_discard() -> TestResult {
     Ok(())
 }
 
-fn faults_respect_protection() -> TestResult {
+pub fn faults_respect_protection() -> TestResult {
     let space = new_space()?;
     let read = Access {
         write: false,
@@ -192,7 +102,7 @@ fn faults_respect_protection() -> TestResult {
     Ok(())
 }
 
-fn rejects_bad_ranges_and_flags() -> TestResult {
+pub fn rejects_bad_ranges_and_flags() -> TestResult {
     let space = new_space()?;
     let rw = prot::READ | prot::WRITE;
     check_eq!(
@@ -244,7 +154,7 @@ fn rejects_bad_ranges_and_flags() -> TestResult {
     Ok(())
 }
 
-fn fixed_mapping_replaces_atomically() -> TestResult {
+pub fn fixed_mapping_replaces_atomically() -> TestResult {
     let space = new_space()?;
     let rw = prot::READ | prot::WRITE;
     let base = require_ok!(
@@ -276,7 +186,7 @@ fn fixed_mapping_replaces_atomically() -> TestResult {
     Ok(())
 }
 
-fn page_out_and_back() -> TestResult {
+pub fn page_out_and_back() -> TestResult {
     let space = new_space()?;
     let pages = 4;
     let base = require_ok!(
@@ -326,7 +236,7 @@ fn page_out_and_back() -> TestResult {
 
 /// At `abi::MAX_REGIONS` regions, calls that would add one fail with
 /// `NoMem` and change nothing; calls that do not add one still work.
-fn region_limit_refuses_only_growth() -> TestResult {
+pub fn region_limit_refuses_only_growth() -> TestResult {
     let space = new_space()?;
     let rw = prot::READ | prot::WRITE;
     let wide = require_ok!(

@@ -15,32 +15,19 @@ use core::{
 use abi::{PAGE_SIZE, prot};
 use spin::Once;
 
-use super::{Test, TestResult};
-use crate::{
-    check, check_eq, require_ok, smp,
-    task::{sched, thread::Thread, vm::AddressSpace},
-    tlb,
-};
+use crate::framework::TestResult;
+use crate::{check, check_eq, require_ok};
+use kernel::{smp, task::{sched, thread::Thread, vm::AddressSpace}, tlb};
 use hal::context::ThreadStart;
 use hal::time::Deadline;
 
-pub const TESTS: &[Test] = &[
-    Test::explicit("harness::fails", fails),
-    Test::explicit("harness::panics", panics),
-    Test::explicit("harness::page_fault", page_fault),
-    Test::explicit("harness::stack_overflow", stack_overflow),
-    Test::explicit("harness::smap_violation", smap_violation),
-    Test::explicit("harness::stuck_cpu", stuck_cpu),
-    Test::explicit("harness::hangs", hangs),
-];
-
-fn fails() -> TestResult {
+pub fn fails() -> TestResult {
     let two = core::hint::black_box(2);
     check_eq!(two + 2, 5, "arithmetic is broken on purpose");
     Ok(())
 }
 
-fn panics() -> TestResult {
+pub fn panics() -> TestResult {
     let divisor = core::hint::black_box(0);
     panic!("deliberate panic in a test (divisor {divisor})");
 }
@@ -49,7 +36,7 @@ fn panics() -> TestResult {
 /// bootloader to put everything it maps in the upper half (see `main.rs`).
 const UNMAPPED_ADDRESS: u64 = 0x0000_0dea_d000_0000;
 
-fn page_fault() -> TestResult {
+pub fn page_fault() -> TestResult {
     let value = hal::cpu::read_to_fault(UNMAPPED_ADDRESS);
     panic!(
         "reading unmapped address {UNMAPPED_ADDRESS:#x} returned {value:#x} instead of faulting"
@@ -59,7 +46,7 @@ fn page_fault() -> TestResult {
 /// Recurses until the kernel stack runs into its unmapped guard page. The
 /// page fault cannot push its frame on the overflowed stack, so the CPU
 /// raises a double fault, which runs on its own stack and reports.
-fn stack_overflow() -> TestResult {
+pub fn stack_overflow() -> TestResult {
     #[expect(unconditional_recursion, reason = "overflowing the stack is the point")]
     fn recurse(depth: u64) -> u64 {
         let frame = core::hint::black_box([depth; 64]);
@@ -71,7 +58,7 @@ fn stack_overflow() -> TestResult {
 
 /// Reads a present user page directly, as a kernel that trusted a user
 /// pointer would: the bug SMAP exists to catch, and the report must say so.
-fn smap_violation() -> TestResult {
+pub fn smap_violation() -> TestResult {
     const USER_PAGE: u64 = 0x5000_0000;
     let kernel_root = x86_64::PhysAddr::new(tlb::system().kernel_address_space().root());
     let space = require_ok!(AddressSpace::new(kernel_root).map_err(|_| "out of frames"));
@@ -88,12 +75,13 @@ fn smap_violation() -> TestResult {
 
 /// The address space CPU 1 sits in for [`stuck_cpu`].
 static STUCK_SPACE: Once<AddressSpace> = Once::new();
+
 static STUCK_SPACE_LOADED: AtomicBool = AtomicBool::new(false);
 
 /// CPU 1 loads an address space and spins with interrupts off; this CPU
 /// unmaps a page of it. The shootdown IPI is never answered: the kernel must
 /// name CPU 1 (which an NMI makes say where it spins) and stop, not hang.
-fn stuck_cpu() -> TestResult {
+pub fn stuck_cpu() -> TestResult {
     const PAGE: u64 = 0x6000_0000;
     check!(smp::online().count() >= 2, "needs a second CPU");
     let kernel_root = x86_64::PhysAddr::new(tlb::system().kernel_address_space().root());
@@ -109,7 +97,7 @@ fn stuck_cpu() -> TestResult {
         entry: spin_with_interrupts_off,
         argument: 0,
     });
-    spinner.affinity.store(1, Ordering::Relaxed);
+    spinner.set_affinity(1);
     sched::spawn(spinner);
     let deadline = Deadline::after(Duration::from_secs(10));
     while !STUCK_SPACE_LOADED.load(Ordering::Acquire) {
@@ -143,7 +131,7 @@ extern "C" fn spin_with_interrupts_off(_: u64) -> ! {
     }
 }
 
-fn hangs() -> TestResult {
+pub fn hangs() -> TestResult {
     loop {
         core::hint::spin_loop();
     }

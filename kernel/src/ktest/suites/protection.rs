@@ -6,40 +6,25 @@
 use core::sync::atomic::{AtomicUsize, Ordering};
 
 use abi::{PAGE_SIZE, prot};
+use x86_64::structures::idt::PageFaultErrorCode;
 
-use crate::{
-    check_eq,
-    cpu_features::CpuFeatures,
-    ktest::{Test, TestResult},
-    require_ok, smp,
-    task::vm::AddressSpace,
-    tlb,
-};
+use crate::{check_eq, framework::TestResult, require_ok};
+use kernel::{smp, task::vm::AddressSpace, tlb};
 use hal::{
     cpu::without_interrupts,
     probe::{self, CallOutcome, ProbeFault},
     protection::{smap_enabled, smep_enabled},
 };
 
-pub const TESTS: &[Test] = &[
-    Test::new(
-        "protection::smep_and_smap_on_every_cpu",
-        smep_and_smap_on_every_cpu,
-    ),
-    Test::new(
-        "protection::kernel_cannot_read_or_run_user_pages",
-        kernel_cannot_read_or_run_user_pages,
-    ),
-];
 
-const PRESENT: u64 = 1 << 0;
-const INSTRUCTION_FETCH: u64 = 1 << 4;
+
 const RET: u8 = 0xC3;
+
 /// Where the test maps its user page.
 const USER_PAGE: u64 = 0x5000_0000;
 
-fn smep_and_smap_on_every_cpu() -> TestResult {
-    let cpu = CpuFeatures::detect();
+pub fn smep_and_smap_on_every_cpu() -> TestResult {
+    let cpu = kernel::boot::detect_cpu_features();
     let smep_on = AtomicUsize::new(0);
     let smap_on = AtomicUsize::new(0);
     require_ok!(smp::call_on(&smp::online(), &|| {
@@ -62,7 +47,7 @@ fn smep_and_smap_on_every_cpu() -> TestResult {
     Ok(())
 }
 
-fn kernel_cannot_read_or_run_user_pages() -> TestResult {
+pub fn kernel_cannot_read_or_run_user_pages() -> TestResult {
     if !smep_enabled() || !smap_enabled() {
         hal::println!("protection: this CPU lacks SMEP or SMAP; nothing to check");
         return Ok(());
@@ -90,14 +75,15 @@ fn kernel_cannot_read_or_run_user_pages() -> TestResult {
     check_eq!(
         read,
         Err(ProbeFault {
-            error_code: PRESENT
+            error_code: PageFaultErrorCode::PROTECTION_VIOLATION
         }),
         "a kernel read of a present user page (error code: present, supervisor read)"
     );
     check_eq!(
         call,
         CallOutcome::Faulted(ProbeFault {
-            error_code: PRESENT | INSTRUCTION_FETCH
+            error_code: PageFaultErrorCode::PROTECTION_VIOLATION
+                | PageFaultErrorCode::INSTRUCTION_FETCH
         }),
         "a kernel call into a present executable user page (error code: present, supervisor fetch)"
     );
