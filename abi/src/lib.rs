@@ -135,30 +135,52 @@ impl Errno {
 /// `set_affinity` argument: run on any CPU.
 pub const ANY_CPU: u64 = u64::MAX;
 
-/// Page protections for `mmap` and `mprotect`.
-pub mod prot {
-    pub const NONE: u64 = 0;
-    pub const READ: u64 = 1;
-    pub const WRITE: u64 = 2;
-    pub const EXEC: u64 = 4;
-    /// Every bit the kernel accepts.
-    pub const ALL: u64 = READ | WRITE | EXEC;
+bitflags::bitflags! {
+    /// Page protections for `mmap` and `mprotect`: Linux's `PROT_*` bits.
+    ///
+    /// The system calls take them as [`Prot::bits`]; the kernel refuses any
+    /// other bit with [`Errno::Inval`].
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct Prot: u64 {
+        /// `PROT_READ`.
+        const READ = 1;
+        /// `PROT_WRITE`.
+        const WRITE = 2;
+        /// `PROT_EXEC`.
+        const EXEC = 4;
+    }
 }
 
-/// `mmap` flags.
-pub mod map {
-    /// Shared between the threads of a process (and still private to it).
-    pub const SHARED: u64 = 0x01;
-    pub const PRIVATE: u64 = 0x02;
-    /// Map exactly at `addr`.
-    pub const FIXED: u64 = 0x10;
-    /// Not backed by a file: demand-zero memory. Required.
-    pub const ANONYMOUS: u64 = 0x20;
-    /// Every bit the kernel accepts.
-    pub const ALL: u64 = SHARED | PRIVATE | FIXED | ANONYMOUS;
+impl Prot {
+    /// `PROT_NONE`: no access at all. Defined outside `bitflags!` because a
+    /// flag with no bits would be "contained" in every value.
+    pub const NONE: Self = Self::empty();
 }
 
-/// `madvise` advice values.
+bitflags::bitflags! {
+    /// `mmap` flags: Linux's `MAP_*` bits.
+    ///
+    /// The system call takes them as [`MapFlags::bits`]. The kernel refuses
+    /// any other bit, a mapping without [`ANONYMOUS`](Self::ANONYMOUS), and
+    /// one that is not exactly one of [`SHARED`](Self::SHARED) and
+    /// [`PRIVATE`](Self::PRIVATE), each with [`Errno::Inval`].
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct MapFlags: u64 {
+        /// `MAP_SHARED`: shared between the threads of a process (and still
+        /// private to it).
+        const SHARED = 0x01;
+        /// `MAP_PRIVATE`.
+        const PRIVATE = 0x02;
+        /// `MAP_FIXED`: map exactly at `addr`.
+        const FIXED = 0x10;
+        /// `MAP_ANONYMOUS`: not backed by a file, demand-zero memory.
+        /// Required.
+        const ANONYMOUS = 0x20;
+    }
+}
+
+/// `madvise` advice values (Linux's `MADV_*`): one value per call, not a
+/// set of bits.
 pub mod advice {
     /// Drop the pages; the next touch sees zeroes.
     pub const DONTNEED: u64 = 4;
@@ -216,3 +238,42 @@ pub const TLB_COUNTER_NAMES: [&str; 16] = [
     "cpu_set_trims",
     "ceiling_full_flushes",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bits are Linux's (`include/uapi/asm-generic/mman-common.h`).
+    #[test]
+    fn flag_values_are_linux_values() {
+        assert_eq!(Prot::NONE.bits(), 0);
+        assert_eq!(Prot::READ.bits(), 0x1);
+        assert_eq!(Prot::WRITE.bits(), 0x2);
+        assert_eq!(Prot::EXEC.bits(), 0x4);
+        assert_eq!(MapFlags::SHARED.bits(), 0x01);
+        assert_eq!(MapFlags::PRIVATE.bits(), 0x02);
+        assert_eq!(MapFlags::FIXED.bits(), 0x10);
+        assert_eq!(MapFlags::ANONYMOUS.bits(), 0x20);
+        assert_eq!(advice::DONTNEED, 4);
+        assert_eq!(advice::PAGEOUT, 21);
+    }
+
+    /// What the kernel accepts: exactly the known bits, in any combination.
+    #[test]
+    fn only_known_bits_decode() {
+        assert_eq!(Prot::all().bits(), 0x7);
+        assert_eq!(MapFlags::all().bits(), 0x33);
+        for raw in 0..=Prot::all().bits() {
+            assert_eq!(Prot::from_bits(raw).map(|prot| prot.bits()), Some(raw));
+        }
+        for raw in [0x8, 0x80, 1 << 63, u64::MAX] {
+            assert_eq!(Prot::from_bits(raw), None, "{raw:#x}");
+            assert_eq!(Prot::from_bits(raw | 1), None, "{raw:#x} | READ");
+        }
+        let private_anonymous = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+        assert_eq!(MapFlags::from_bits(0x22), Some(private_anonymous));
+        for raw in [0x4, 0x8, 0x40, 0x1000, 1 << 63, u64::MAX] {
+            assert_eq!(MapFlags::from_bits(raw | 0x22), None, "{raw:#x}");
+        }
+    }
+}

@@ -4,7 +4,9 @@
 //! trusted physical-memory token of the kernel lives in this crate, and
 //! nowhere else: it is the only crate of the project that contains `unsafe`.
 //! Each `unsafe` block says in a `// SAFETY:` comment why it holds; each
-//! `unsafe fn` says in `# Safety` what its caller must promise. What this
+//! `unsafe fn` says in `# Safety` what its caller must promise (the
+//! workspace denies `clippy::undocumented_unsafe_blocks` and
+//! `clippy::missing_safety_doc`). What this
 //! crate exports is safe to call with any argument: an operation that is
 //! sound only for the right argument takes a token that only a safe
 //! constructor here makes (a [`frames::Frame`], a [`context::ThreadContext`],
@@ -47,7 +49,6 @@
 //!   [`qemu_exit`].
 
 #![no_std]
-#![deny(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
 extern crate alloc;
 

@@ -7,7 +7,7 @@
 //! re-protecting memory that references still point to, or starting a
 //! thread at an arbitrary address.
 
-use abi::{Errno, Syscall, map};
+use abi::{Errno, MapFlags, Prot, Syscall};
 
 use crate::raw::{syscall0, syscall1, syscall2, syscall3, syscall4};
 
@@ -110,25 +110,32 @@ pub fn clock() -> Result<u64, Errno> {
 }
 
 /// Maps `len` bytes (rounded up to whole pages) of fresh, zero-filled
-/// memory wherever the kernel likes, with protection `prot` (see
-/// [`abi::prot`]).
-pub fn mmap_anonymous(len: usize, prot: u64) -> Result<*mut u8, Errno> {
+/// memory wherever the kernel likes, with protection `prot`.
+pub fn mmap_anonymous(len: usize, prot: Prot) -> Result<*mut u8, Errno> {
     // Without `FIXED` the kernel picks unused addresses, so nothing that
     // exists can be affected.
     // SAFETY: a new mapping does not change existing memory.
-    unsafe { mmap(0, len, prot, map::PRIVATE | map::ANONYMOUS) }
+    unsafe { mmap(0, len, prot, MapFlags::PRIVATE | MapFlags::ANONYMOUS) }
 }
 
 /// `mmap` with every argument: `addr` is a hint, or the exact address with
-/// [`abi::map::FIXED`].
+/// [`MapFlags::FIXED`].
 ///
 /// # Safety
 ///
 /// With `FIXED`, the new mapping replaces whatever was at `addr`; nothing
 /// may still refer to that memory.
-pub unsafe fn mmap(addr: u64, len: usize, prot: u64, flags: u64) -> Result<*mut u8, Errno> {
+pub unsafe fn mmap(addr: u64, len: usize, prot: Prot, flags: MapFlags) -> Result<*mut u8, Errno> {
     // SAFETY: the caller upholds the contract above.
-    let raw = unsafe { syscall4(Syscall::Mmap as u64, addr, len as u64, prot, flags) };
+    let raw = unsafe {
+        syscall4(
+            Syscall::Mmap as u64,
+            addr,
+            len as u64,
+            prot.bits(),
+            flags.bits(),
+        )
+    };
     result(raw).map(|addr| addr as *mut u8)
 }
 
@@ -148,9 +155,17 @@ pub unsafe fn munmap(addr: *mut u8, len: usize) -> Result<(), Errno> {
 ///
 /// No reference into that memory may be used in a way the new protection
 /// forbids (such an access kills the process).
-pub unsafe fn mprotect(addr: *mut u8, len: usize, prot: u64) -> Result<(), Errno> {
+pub unsafe fn mprotect(addr: *mut u8, len: usize, prot: Prot) -> Result<(), Errno> {
     // SAFETY: the caller upholds the contract above.
-    result(unsafe { syscall3(Syscall::Mprotect as u64, addr as u64, len as u64, prot) }).map(drop)
+    let raw = unsafe {
+        syscall3(
+            Syscall::Mprotect as u64,
+            addr as u64,
+            len as u64,
+            prot.bits(),
+        )
+    };
+    result(raw).map(drop)
 }
 
 /// Gives the kernel advice about `addr..addr + len` (see [`abi::advice`]):

@@ -15,7 +15,7 @@
 //!  stack               ->  +----------------+
 //! ```
 
-use abi::{Errno, prot};
+use abi::{Errno, Prot};
 
 use crate::sys;
 
@@ -45,7 +45,7 @@ where
         size_of::<F>() <= STACK_SIZE / 4 && align_of::<F>() <= 4096,
         "the thread's closure is too large for its stack"
     );
-    let stack = sys::mmap_anonymous(STACK_SIZE, prot::READ | prot::WRITE)?;
+    let stack = sys::mmap_anonymous(STACK_SIZE, Prot::READ | Prot::WRITE)?;
     let end = stack as usize + STACK_SIZE;
     // The closure's slot, aligned for `F` and for the stack pointer below it.
     let slot = (end - size_of::<F>()) & !(align_of::<F>().max(16) - 1);

@@ -4,7 +4,7 @@
 
 use alloc::sync::Arc;
 
-use abi::{Errno, PAGE_SIZE, prot};
+use abi::{Errno, PAGE_SIZE, Prot};
 
 use super::{
     process::{Process, ProcessSlot},
@@ -63,18 +63,18 @@ fn load(space: &AddressSpace, program: &elf::Elf<'_>, args: &str) -> Result<Firs
         // (it is its segment), so it comes out of the heap budget.
         let mut contents = heap::try_zeroed_vec::<u8>(lead + segment.data.len())?;
         contents[lead..].copy_from_slice(segment.data);
-        let mut protection = prot::READ;
+        let mut protection = Prot::READ;
         if segment.flags.write {
-            protection |= prot::WRITE;
+            protection |= Prot::WRITE;
         }
         if segment.flags.execute {
-            protection |= prot::EXEC;
+            protection |= Prot::EXEC;
         }
         space.load_region(start, segment.mem_size + lead as u64, protection, &contents)?;
     }
 
     let stack_bottom = STACK_TOP - STACK_SIZE;
-    space.map_anonymous(stack_bottom, STACK_SIZE, prot::READ | prot::WRITE, true)?;
+    space.map_anonymous(stack_bottom, STACK_SIZE, Prot::READ | Prot::WRITE, true)?;
     // The argument bytes sit at the top of the stack; below them, a
     // 16-byte aligned top minus the return-address slot.
     let args_at = (STACK_TOP - args.len() as u64) & !15;

@@ -13,7 +13,7 @@ use core::{
     sync::atomic::{AtomicU64, Ordering},
 };
 
-use abi::{Errno, Syscall, map};
+use abi::{Errno, MapFlags, Prot, Syscall};
 use mm::MAX_CPUS;
 
 use super::{loader, process::Process, sched, thread::Thread};
@@ -196,18 +196,22 @@ fn handle(
         }
         Syscall::Clock => Ok(time::now_ns()),
         Syscall::Mmap => {
-            let (addr, len, protection, flags) = (a0, a1, a2, a3);
-            let sharing = flags & (map::SHARED | map::PRIVATE);
-            if flags & !map::ALL != 0
-                || flags & map::ANONYMOUS == 0
-                || (sharing != map::SHARED && sharing != map::PRIVATE)
+            let (addr, len) = (a0, a1);
+            let flags = MapFlags::from_bits(a3).ok_or(Errno::Inval)?;
+            let sharing = flags & (MapFlags::SHARED | MapFlags::PRIVATE);
+            if !flags.contains(MapFlags::ANONYMOUS)
+                || (sharing != MapFlags::SHARED && sharing != MapFlags::PRIVATE)
             {
                 return Err(Errno::Inval);
             }
-            space.map_anonymous(addr, len, protection, flags & map::FIXED != 0)
+            let protection = Prot::from_bits(a2).ok_or(Errno::Inval)?;
+            space.map_anonymous(addr, len, protection, flags.contains(MapFlags::FIXED))
         }
         Syscall::Munmap => space.unmap(a0, a1).map(|()| 0),
-        Syscall::Mprotect => space.protect(a0, a1, a2).map(|()| 0),
+        Syscall::Mprotect => {
+            let protection = Prot::from_bits(a2).ok_or(Errno::Inval)?;
+            space.protect(a0, a1, protection).map(|()| 0)
+        }
         Syscall::Madvise => match a2 {
             abi::advice::DONTNEED => space.discard(a0, a1).map(|()| 0),
             abi::advice::PAGEOUT => space.page_out(a0, a1).map(|()| 0),

@@ -14,7 +14,7 @@
 
 use alloc::{collections::BTreeMap, vec::Vec};
 
-use abi::{Errno, PAGE_SIZE, USER_END, prot};
+use abi::{Errno, PAGE_SIZE, Prot, USER_END};
 use mm::AddressSpaceTlb;
 use spin::Mutex;
 use x86_64::PhysAddr;
@@ -42,7 +42,7 @@ const REGION_RECORD_BYTES: usize = 64;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Region {
     end: u64,
-    prot: u64,
+    prot: Prot,
 }
 
 struct Memory {
@@ -81,16 +81,16 @@ pub struct AddressSpace {
 /// right at all (`PROT_NONE`) the entry keeps its frame but loses the USER
 /// bit, so ring 3 faults on it and the contents survive for a later
 /// `mprotect`.
-fn entry_flags(prot: u64) -> PageTableFlags {
-    let mut flags = if prot == prot::NONE {
+fn entry_flags(prot: Prot) -> PageTableFlags {
+    let mut flags = if prot == Prot::NONE {
         PageTableFlags::empty()
     } else {
         PageTableFlags::USER_ACCESSIBLE
     };
-    if prot & prot::WRITE != 0 {
+    if prot.contains(Prot::WRITE) {
         flags |= PageTableFlags::WRITABLE;
     }
-    if prot & prot::EXEC == 0 {
+    if !prot.contains(Prot::EXEC) {
         flags |= PageTableFlags::NO_EXECUTE;
     }
     flags
@@ -98,10 +98,10 @@ fn entry_flags(prot: u64) -> PageTableFlags {
 
 /// Whether a region with `prot` allows `access` (see [`entry_flags`] for why
 /// any right implies reading).
-fn permits(prot: u64, access: Access) -> bool {
-    prot != prot::NONE
-        && (!access.write || prot & prot::WRITE != 0)
-        && (!access.execute || prot & prot::EXEC != 0)
+fn permits(prot: Prot, access: Access) -> bool {
+    prot != Prot::NONE
+        && (!access.write || prot.contains(Prot::WRITE))
+        && (!access.execute || prot.contains(Prot::EXEC))
 }
 
 fn is_page_aligned(value: u64) -> bool {
@@ -239,7 +239,7 @@ impl Memory {
 
     /// The frame backing `va` in a region with `prot`: already there,
     /// brought back from swap, or a fresh zeroed one (demand paging).
-    fn resident_frame(&mut self, va: u64, prot: u64) -> Result<Frame, OutOfFrames> {
+    fn resident_frame(&mut self, va: u64, prot: Prot) -> Result<Frame, OutOfFrames> {
         match self.table.leaf(va) {
             Leaf::Present { frame, .. } => Ok(frame),
             Leaf::Empty => self.populate(va, prot),
@@ -254,7 +254,7 @@ impl Memory {
     }
 
     /// Maps a fresh zeroed frame at `va`.
-    fn populate(&mut self, va: u64, prot: u64) -> Result<Frame, OutOfFrames> {
+    fn populate(&mut self, va: u64, prot: Prot) -> Result<Frame, OutOfFrames> {
         let frame = frames::allocate().ok_or(OutOfFrames)?;
         phys::zero_frame(frame);
         if let Err(error) = self.table.map(va, frame, entry_flags(prot)) {
@@ -283,10 +283,13 @@ impl AddressSpace {
     /// `fixed`, exactly at `addr`, replacing whatever was mapped there (as
     /// one step: another thread sees the old page or the new one, never a
     /// hole); otherwise wherever there is room.
-    pub fn map_anonymous(&self, addr: u64, len: u64, prot: u64, fixed: bool) -> Result<u64, Errno> {
-        if prot & !prot::ALL != 0 {
-            return Err(Errno::Inval);
-        }
+    pub fn map_anonymous(
+        &self,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        fixed: bool,
+    ) -> Result<u64, Errno> {
         let rounded = len
             .checked_next_multiple_of(PAGE_SIZE)
             .ok_or(Errno::Inval)?;
@@ -342,10 +345,7 @@ impl AddressSpace {
 
     /// `mprotect`: changes the protection of every page in the range, which
     /// must be mapped without holes.
-    pub fn protect(&self, start: u64, len: u64, new_prot: u64) -> Result<(), Errno> {
-        if new_prot & !prot::ALL != 0 {
-            return Err(Errno::Inval);
-        }
+    pub fn protect(&self, start: u64, len: u64, new_prot: Prot) -> Result<(), Errno> {
         let end = user_range(start, len)?;
         let mut memory = self.memory.lock();
         if !memory.covers(start, end) {
@@ -419,7 +419,7 @@ impl AddressSpace {
         for (va, frame) in taken {
             let prot = memory
                 .region_at(va)
-                .map_or(prot::NONE, |(_, region)| region.prot);
+                .map_or(Prot::NONE, |(_, region)| region.prot);
             match swap::store(|page| phys::read_frame(frame, 0, page)) {
                 Some(slot) => {
                     memory
@@ -541,7 +541,7 @@ impl AddressSpace {
         &self,
         start: u64,
         len: u64,
-        prot: u64,
+        prot: Prot,
         contents: &[u8],
     ) -> Result<(), Errno> {
         let end = user_range(start, len)?;
@@ -555,7 +555,7 @@ impl AddressSpace {
                 start,
                 Region {
                     end,
-                    prot: prot::READ | prot::WRITE,
+                    prot: Prot::READ | Prot::WRITE,
                 },
             );
         }

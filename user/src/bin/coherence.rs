@@ -34,7 +34,7 @@
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use user::{
-    abi::{PAGE_SIZE, advice, map, prot},
+    abi::{MapFlags, PAGE_SIZE, Prot, advice},
     println, sys, thread,
 };
 
@@ -170,8 +170,8 @@ fn map_test_page() -> Result<(), user::Errno> {
         sys::mmap(
             TEST_PAGE,
             PAGE_SIZE as usize,
-            prot::READ | prot::WRITE,
-            map::PRIVATE | map::ANONYMOUS | map::FIXED,
+            Prot::READ | Prot::WRITE,
+            MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED,
         )
     }
     .map(|_| ())
@@ -203,9 +203,9 @@ fn perform(op: Op, readers: usize) -> Result<(), user::Errno> {
                 core::hint::spin_loop();
             }
             // SAFETY: no thread writes the page while it is read-only.
-            unsafe { sys::mprotect(page, len, prot::READ) }?;
+            unsafe { sys::mprotect(page, len, Prot::READ) }?;
             // SAFETY: as above.
-            unsafe { sys::mprotect(page, len, prot::READ | prot::WRITE) }?;
+            unsafe { sys::mprotect(page, len, Prot::READ | Prot::WRITE) }?;
             CONTROL.writes_allowed.store(true, Ordering::SeqCst);
             Ok(())
         }

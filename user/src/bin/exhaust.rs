@@ -35,7 +35,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use user::{
     Errno,
-    abi::{MAX_PROCESSES, MAX_THREADS, PAGE_SIZE, SWAP_SLOTS, advice, prot},
+    abi::{MAX_PROCESSES, MAX_THREADS, PAGE_SIZE, Prot, SWAP_SLOTS, advice},
     println, sys, thread,
 };
 
@@ -197,7 +197,7 @@ impl Probe for SwapProbe {
 }
 
 fn map(pages: usize) -> Result<*mut u8, Errno> {
-    sys::mmap_anonymous(pages * PAGE_SIZE as usize, prot::READ | prot::WRITE)
+    sys::mmap_anonymous(pages * PAGE_SIZE as usize, Prot::READ | Prot::WRITE)
 }
 
 /// Keeps private data and probes `resource` until it has seen the

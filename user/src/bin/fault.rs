@@ -20,7 +20,7 @@
 use core::arch::asm;
 
 use user::{
-    abi::{PAGE_SIZE, prot},
+    abi::{PAGE_SIZE, Prot},
     println, sys,
 };
 
@@ -78,7 +78,7 @@ fn call(addr: u64) {
 }
 
 fn fresh_page() -> *mut u8 {
-    sys::mmap_anonymous(PAGE_SIZE as usize, prot::READ | prot::WRITE).expect("mmap")
+    sys::mmap_anonymous(PAGE_SIZE as usize, Prot::READ | Prot::WRITE).expect("mmap")
 }
 
 fn write_read_only() {
@@ -87,7 +87,7 @@ fn write_read_only() {
     // SAFETY: `page` is a fresh, writable mapping of ours.
     unsafe { page.write_volatile(1) };
     // SAFETY: no reference into the page exists; only the asm below uses it.
-    unsafe { sys::mprotect(page, PAGE_SIZE as usize, prot::READ) }.expect("mprotect");
+    unsafe { sys::mprotect(page, PAGE_SIZE as usize, Prot::READ) }.expect("mprotect");
     println!("fault: writing read-only page {page:p}");
     // The store faults; Rust holds no reference to the page.
     // SAFETY: a store to memory only this function knows.

@@ -27,7 +27,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use user::{
     Errno,
-    abi::{PAGE_SIZE, Syscall, USER_END, map, prot},
+    abi::{MapFlags, PAGE_SIZE, Prot, Syscall, USER_END},
     println,
     raw::syscall4,
     sys, thread,
@@ -102,8 +102,11 @@ fn flags(rng: &mut Rng) -> u64 {
     match rng.below(4) {
         0 => rng.next(),
         1 => rng.below(8),
-        2 => map::PRIVATE | map::ANONYMOUS | (rng.below(2) * map::FIXED),
-        _ => prot::READ | prot::WRITE,
+        2 => {
+            (MapFlags::PRIVATE | MapFlags::ANONYMOUS).bits()
+                | (rng.below(2) * MapFlags::FIXED.bits())
+        }
+        _ => (Prot::READ | Prot::WRITE).bits(),
     }
 }
 

@@ -13,7 +13,7 @@
 #![no_main]
 
 use user::{
-    abi::{PAGE_SIZE, map, prot},
+    abi::{MapFlags, PAGE_SIZE, Prot},
     println, sys,
 };
 
@@ -39,8 +39,8 @@ fn guard(value: u8) -> i32 {
         sys::mmap(
             SHARED_ADDRESS,
             PAGE_SIZE as usize,
-            prot::READ | prot::WRITE,
-            map::PRIVATE | map::ANONYMOUS | map::FIXED,
+            Prot::READ | Prot::WRITE,
+            MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED,
         )
     } {
         Ok(page) => page,

@@ -37,7 +37,7 @@
 #![no_main]
 
 use user::{
-    abi::{PAGE_SIZE, advice, map, prot},
+    abi::{MapFlags, PAGE_SIZE, Prot, advice},
     helpers::{Activity, Helpers},
     println,
     ratio::Ratio,
@@ -119,8 +119,8 @@ fn run(loops: u64, helpers: &str, pages: u64) -> Result<(), &'static str> {
         sys::mmap(
             0,
             len,
-            prot::READ | prot::WRITE,
-            map::SHARED | map::ANONYMOUS,
+            Prot::READ | Prot::WRITE,
+            MapFlags::SHARED | MapFlags::ANONYMOUS,
         )
     }
     .map_err(|_| "mmap failed (too many pages?)")?;

@@ -30,7 +30,7 @@
 
 use user::{
     Errno,
-    abi::{PAGE_SIZE, Syscall, USER_END, advice, map, prot},
+    abi::{MapFlags, PAGE_SIZE, Prot, Syscall, USER_END, advice},
     println,
     raw::{syscall1, syscall2, syscall3, syscall4},
     sys,
@@ -69,11 +69,11 @@ impl Fixture {
         // Two read-write pages, the second unmapped again at the very end,
         // so that `read_write` is directly followed by a hole that no later
         // mapping can fill (the kernel reuses freed addresses).
-        let read_write = map(2, prot::READ | prot::WRITE);
+        let read_write = map(2, Prot::READ | Prot::WRITE);
         // SAFETY: a fresh page of ours, nothing else uses it.
         unsafe { read_write.write_volatile(1) };
-        let read_only = map(1, prot::READ) as u64;
-        let no_access = map(1, prot::NONE) as u64;
+        let read_only = map(1, Prot::READ) as u64;
+        let no_access = map(1, Prot::NONE) as u64;
         let unmapped = read_write.wrapping_add(PAGE_SIZE as usize);
         // SAFETY: nothing refers to the page being unmapped.
         unsafe { sys::munmap(unmapped, PAGE_SIZE as usize) }.expect("munmap for the fixture");
@@ -155,68 +155,44 @@ const CASES: &[Case] = &[
     }),
     // mmap(addr, len, prot, flags)
     case("mmap/zero-length", Errno::Inval, |_| {
-        call4(
-            Syscall::Mmap,
-            0,
-            0,
-            prot::READ,
-            map::PRIVATE | map::ANONYMOUS,
-        )
+        call4(Syscall::Mmap, 0, 0, READ, PRIVATE_ANONYMOUS)
     }),
     case("mmap/length-wraps", Errno::Inval, |_| {
-        call4(
-            Syscall::Mmap,
-            0,
-            u64::MAX,
-            prot::READ,
-            map::PRIVATE | map::ANONYMOUS,
-        )
+        call4(Syscall::Mmap, 0, u64::MAX, READ, PRIVATE_ANONYMOUS)
     }),
     case("mmap/unknown-prot", Errno::Inval, |_| {
-        call4(
-            Syscall::Mmap,
-            0,
-            PAGE_SIZE,
-            0x8,
-            map::PRIVATE | map::ANONYMOUS,
-        )
+        call4(Syscall::Mmap, 0, PAGE_SIZE, 0x8, PRIVATE_ANONYMOUS)
     }),
     case("mmap/unknown-flag", Errno::Inval, |_| {
         call4(
             Syscall::Mmap,
             0,
             PAGE_SIZE,
-            prot::READ,
-            map::PRIVATE | map::ANONYMOUS | 0x1000,
+            READ,
+            PRIVATE_ANONYMOUS | 0x1000,
         )
     }),
     case("mmap/not-anonymous", Errno::Inval, |_| {
-        call4(Syscall::Mmap, 0, PAGE_SIZE, prot::READ, map::PRIVATE)
+        call4(Syscall::Mmap, 0, PAGE_SIZE, READ, MapFlags::PRIVATE.bits())
     }),
     case("mmap/fixed-misaligned", Errno::Inval, |f| {
         call4(
             Syscall::Mmap,
             f.unmapped + 1,
             PAGE_SIZE,
-            prot::READ,
+            READ,
             FIXED_ANONYMOUS,
         )
     }),
     case("mmap/fixed-kernel", Errno::Inval, |_| {
-        call4(
-            Syscall::Mmap,
-            KERNEL,
-            PAGE_SIZE,
-            prot::READ,
-            FIXED_ANONYMOUS,
-        )
+        call4(Syscall::Mmap, KERNEL, PAGE_SIZE, READ, FIXED_ANONYMOUS)
     }),
     case("mmap/fixed-across-user-end", Errno::Inval, |_| {
         call4(
             Syscall::Mmap,
             USER_END - PAGE_SIZE,
             2 * PAGE_SIZE,
-            prot::READ,
+            READ,
             FIXED_ANONYMOUS,
         )
     }),
@@ -235,16 +211,16 @@ const CASES: &[Case] = &[
     }),
     // mprotect(addr, len, prot)
     case("mprotect/misaligned", Errno::Inval, |f| {
-        call3(Syscall::Mprotect, f.read_write + 1, PAGE_SIZE, prot::READ)
+        call3(Syscall::Mprotect, f.read_write + 1, PAGE_SIZE, READ)
     }),
     case("mprotect/unknown-prot", Errno::Inval, |f| {
         call3(Syscall::Mprotect, f.read_write, PAGE_SIZE, 0x8)
     }),
     case("mprotect/kernel", Errno::Inval, |_| {
-        call3(Syscall::Mprotect, KERNEL, PAGE_SIZE, prot::READ)
+        call3(Syscall::Mprotect, KERNEL, PAGE_SIZE, READ)
     }),
     case("mprotect/unmapped", Errno::NoMem, |f| {
-        call3(Syscall::Mprotect, f.unmapped, PAGE_SIZE, prot::READ)
+        call3(Syscall::Mprotect, f.unmapped, PAGE_SIZE, READ)
     }),
     // madvise(addr, len, advice)
     case("madvise/unknown-advice", Errno::Inval, |f| {
@@ -309,7 +285,14 @@ const CASES: &[Case] = &[
     case("unknown/max", Errno::NoSys, |_| unknown(u64::MAX)),
 ];
 
-const FIXED_ANONYMOUS: u64 = map::FIXED | map::PRIVATE | map::ANONYMOUS;
+// The cases pass protections and flags as raw numbers, as the system call
+// sees them, so that they can add bits that no flag names.
+const READ: u64 = Prot::READ.bits();
+const PRIVATE_ANONYMOUS: u64 = MapFlags::PRIVATE.union(MapFlags::ANONYMOUS).bits();
+const FIXED_ANONYMOUS: u64 = MapFlags::FIXED
+    .union(MapFlags::PRIVATE)
+    .union(MapFlags::ANONYMOUS)
+    .bits();
 
 /// A program name that exists, for cases where something else is wrong.
 const HELLO: &str = "hello";

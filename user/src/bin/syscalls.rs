@@ -8,7 +8,7 @@
 #![no_main]
 
 use user::{
-    abi::{PAGE_SIZE, advice, prot},
+    abi::{PAGE_SIZE, Prot, advice},
     println, sys, thread,
 };
 
@@ -87,7 +87,7 @@ fn affinity_and_cpu_id() -> Outcome {
 /// A fresh read-write mapping of `pages` pages, as a byte slice.
 fn map(pages: usize) -> Result<&'static mut [u8], &'static str> {
     let len = pages * PAGE_SIZE as usize;
-    let start = sys::mmap_anonymous(len, prot::READ | prot::WRITE).map_err(|_| "mmap failed")?;
+    let start = sys::mmap_anonymous(len, Prot::READ | Prot::WRITE).map_err(|_| "mmap failed")?;
     // SAFETY: a fresh mapping of `len` bytes that nothing else uses.
     Ok(unsafe { core::slice::from_raw_parts_mut(start, len) })
 }
@@ -114,11 +114,11 @@ fn mprotect() -> Outcome {
     let memory = map(1)?;
     memory[0] = 7;
     // SAFETY: only the protection changes; the page is only read meanwhile.
-    unsafe { sys::mprotect(memory.as_mut_ptr(), memory.len(), prot::READ) }
+    unsafe { sys::mprotect(memory.as_mut_ptr(), memory.len(), Prot::READ) }
         .map_err(|_| "mprotect(READ) failed")?;
     check(memory[0] == 7, "contents changed under mprotect")?;
     // SAFETY: as above.
-    unsafe { sys::mprotect(memory.as_mut_ptr(), memory.len(), prot::READ | prot::WRITE) }
+    unsafe { sys::mprotect(memory.as_mut_ptr(), memory.len(), Prot::READ | Prot::WRITE) }
         .map_err(|_| "mprotect(RW) failed")?;
     memory[0] = 8;
     check(memory[0] == 8, "page not writable again")

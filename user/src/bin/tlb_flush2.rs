@@ -70,7 +70,7 @@ use core::{
 };
 
 use user::{
-    abi::{PAGE_SIZE, TLB_COUNTER_NAMES, advice, prot},
+    abi::{PAGE_SIZE, Prot, TLB_COUNTER_NAMES, advice},
     helpers::MAX_CPUS,
     println,
     ratio::Ratio,
@@ -270,7 +270,7 @@ fn count_iterations(
     let mut next_reading = 1;
     let mut counted_from = None;
     loop {
-        let region = sys::mmap_anonymous((PAGES * PAGE_SIZE) as usize, prot::READ | prot::WRITE)
+        let region = sys::mmap_anonymous((PAGES * PAGE_SIZE) as usize, Prot::READ | Prot::WRITE)
             .map_err(|_| "mmap failed")?;
         for page in 0..PAGES {
             // SAFETY: inside the fresh region, which only this task uses.
@@ -326,7 +326,7 @@ fn release_lazy_cpus() -> Result<(), &'static str> {
     /// What one page table maps.
     const TABLE_SPAN: usize = 2 << 20;
     for _ in 0..2 {
-        let region = sys::mmap_anonymous(2 * TABLE_SPAN, prot::READ | prot::WRITE)
+        let region = sys::mmap_anonymous(2 * TABLE_SPAN, Prot::READ | Prot::WRITE)
             .map_err(|_| "mmap failed")?;
         let aligned = (region as usize).next_multiple_of(TABLE_SPAN) as *mut u8;
         // SAFETY: `aligned` is inside the fresh 4 MiB region, which only

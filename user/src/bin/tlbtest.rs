@@ -29,7 +29,7 @@
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use user::{
-    abi::{PAGE_SIZE, advice, prot},
+    abi::{PAGE_SIZE, Prot, advice},
     helpers::{Activity, Helpers},
     println, sys, thread,
     tlb_stats::TlbCounters,
@@ -82,7 +82,7 @@ fn start_busy(cpus: core::ops::Range<usize>, memory: u64) -> Result<Helpers, &'s
 }
 
 fn map(pages: u64) -> Result<*mut u8, &'static str> {
-    sys::mmap_anonymous((pages * PAGE_SIZE) as usize, prot::READ | prot::WRITE)
+    sys::mmap_anonymous((pages * PAGE_SIZE) as usize, Prot::READ | Prot::WRITE)
         .map_err(|_| "mmap failed")
 }
 
@@ -201,7 +201,7 @@ fn lazy() -> Result<(), &'static str> {
     // A region of its own 2 MiB-aligned page table, so unmapping it frees
     // that table.
     let tables =
-        sys::mmap_anonymous(4 << 20, prot::READ | prot::WRITE).map_err(|_| "mmap failed")?;
+        sys::mmap_anonymous(4 << 20, Prot::READ | Prot::WRITE).map_err(|_| "mmap failed")?;
     let table_region = ((tables as u64) + (2 << 20) - 1) & !((2 << 20) - 1);
     // SAFETY: inside the fresh 4 MiB region.
     unsafe { (table_region as *mut u8).write_volatile(1) };

@@ -12,7 +12,7 @@ use core::{
     time::Duration,
 };
 
-use abi::{PAGE_SIZE, prot};
+use abi::{PAGE_SIZE, Prot};
 use spin::Once;
 
 use crate::framework::TestResult;
@@ -64,7 +64,7 @@ pub fn smap_violation() -> TestResult {
     let space = require_ok!(AddressSpace::new(kernel_root).map_err(|_| "out of frames"));
     require_ok!(
         space
-            .load_region(USER_PAGE, PAGE_SIZE, prot::READ, &[42])
+            .load_region(USER_PAGE, PAGE_SIZE, Prot::READ, &[42])
             .map_err(|errno| alloc::format!("{errno:?}"))
     );
     hal::cpu::disable_interrupts();
@@ -89,7 +89,7 @@ pub fn stuck_cpu() -> TestResult {
         .call_once(|| AddressSpace::new(kernel_root).expect("a page-table root for the test"));
     require_ok!(
         space
-            .map_anonymous(PAGE, PAGE_SIZE, prot::READ | prot::WRITE, true)
+            .map_anonymous(PAGE, PAGE_SIZE, Prot::READ | Prot::WRITE, true)
             .and_then(|_| space.copy_out(PAGE, &[1]))
             .map_err(|errno| alloc::format!("{errno:?}"))
     );

@@ -5,7 +5,7 @@
 
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use abi::{PAGE_SIZE, prot};
+use abi::{PAGE_SIZE, Prot};
 use x86_64::structures::idt::PageFaultErrorCode;
 
 use crate::{check_eq, framework::TestResult, require_ok};
@@ -58,7 +58,7 @@ pub fn kernel_cannot_read_or_run_user_pages() -> TestResult {
     // only SMAP can refuse the read and only SMEP the call.
     require_ok!(
         space
-            .load_region(USER_PAGE, PAGE_SIZE, prot::READ | prot::EXEC, &[RET])
+            .load_region(USER_PAGE, PAGE_SIZE, Prot::READ | Prot::EXEC, &[RET])
             .map_err(|errno| alloc::format!("{errno:?}"))
     );
     let (read, call) = without_interrupts(|| {
