@@ -8,7 +8,7 @@
 //!   [`crate::fuzz`]).
 //!
 //! Kernel options always contain `=`, so they can never be mistaken for a
-//! command word. A new command is one more variant of [`Command`] and one
+//! command word. A new command is one more variant of `Command` and one
 //! more arm in [`main`].
 
 use std::{process::ExitCode, time::Duration};

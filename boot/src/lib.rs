@@ -5,7 +5,7 @@
 //! `bootloader` crate. [`qemu`] boots one of them with a chosen CPU model,
 //! CPU count and kernel command line, enforces a timeout and maps QEMU's exit
 //! status to an outcome. [`report`] turns the kernel's `ktest:` lines into
-//! per-test results. [`cli`] is the `cargo run` front end; [`bench`] and
+//! per-test results. [`cli`] is the `cargo run` front end; [`bench`](mod@bench) and
 //! [`fuzz`] are its subcommands.
 
 pub mod bench;

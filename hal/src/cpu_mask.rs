@@ -92,7 +92,7 @@ impl CpuMask {
     }
 }
 
-impl<'a> IntoIterator for &'a CpuMask {
+impl IntoIterator for &CpuMask {
     type Item = CpuIndex;
     type IntoIter = CpuMaskIter;
 

@@ -101,7 +101,7 @@ pub(crate) fn install(cpu: &'static PerCpu) {
     GsBase::write(VirtAddr::from_ptr(cpu));
 }
 
-/// This CPU's block. Before [`install`] ran on this CPU the GS base is 0 and
+/// This CPU's block. Before `install` ran on this CPU the GS base is 0 and
 /// the read faults on the never-mapped page at address 0, which the fault
 /// path reports; it never yields a bogus reference.
 pub fn current() -> &'static PerCpu {
@@ -119,7 +119,7 @@ pub fn current() -> &'static PerCpu {
     unsafe { &*(address as *const PerCpu) }
 }
 
-/// This CPU's block, or `None` before [`install`]; slower (reads an MSR), for
+/// This CPU's block, or `None` before `install`; slower (reads an MSR), for
 /// code that may run early, such as crash reports.
 pub fn current_if_installed() -> Option<&'static PerCpu> {
     (!GsBase::read().is_null()).then(current)

@@ -9,8 +9,6 @@
 
 use x86_64::instructions::port::Port;
 
-/// Where the PICs' 16 vectors go after remapping.
-
 /// Remaps both PICs to [`crate::vectors::PIC_BASE`] and masks all their lines.
 pub fn disable() {
     let mut master_command = Port::<u8>::new(0x20);

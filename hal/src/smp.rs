@@ -15,7 +15,7 @@
 //! could otherwise run on the next AP's stack); the kernel carries on with
 //! the CPUs it has.
 //!
-//! Each AP arrives in [`ap_entry`], which does only what every later step
+//! Each AP arrives in `ap_entry`, which does only what every later step
 //! needs: the kernel's page table, its own GDT and TSS, the shared IDT, and
 //! its [`PerCpu`] block behind its GS base. The AP's APIC id comes from the
 //! boot CPU (which read it from the MADT), not from the AP's own APIC: an AP

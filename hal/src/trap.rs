@@ -4,7 +4,7 @@
 //! error code already have it on the stack; every other stub pushes a 0 in its
 //! place, so all traps share one frame layout. The stub then pushes its vector
 //! number and jumps to a common routine that saves the general-purpose
-//! registers and calls [`trap_dispatch`] with a pointer to the resulting
+//! registers and calls `trap_dispatch` with a pointer to the resulting
 //! [`TrapFrame`]. A full frame (rather than the `x86-interrupt` ABI's partial
 //! one) lets crash reports print every register.
 

@@ -1,6 +1,6 @@
 //! The boot order: everything the kernel sets up, in the order it must
 //! happen, for the boot CPU ([`kernel_main`]) and for every other CPU
-//! ([`ap_main`]).
+//! (`ap_main`).
 //!
 //! Each step needs the ones before it: the descriptor tables before anything
 //! can fault usefully, the trap handlers before the first interrupt, memory

@@ -61,6 +61,12 @@ pub struct Histogram {
     max: AtomicU64,
 }
 
+impl Default for Histogram {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Histogram {
     pub const fn new() -> Self {
         Self {

@@ -8,8 +8,9 @@
 //! every online CPU by cross-call, and each CPU runs `mm`'s broadcast
 //! handler, so promotion and the ASID transition run for real, only slower.
 //!
-//! [`invlpgb_sequence`] is the translation from operations to instructions
-//! as data, which is how it is tested on a machine that cannot execute them.
+//! Which INVLPGBs carry out an operation is `mm`'s decision
+//! ([`mm::invlpgb::sequence`], tested as data on the host, since nothing
+//! here can execute them); this backend only issues them.
 
 use mm::{
     BroadcastBackend, BroadcastOp, Pcid,

@@ -32,7 +32,7 @@
 //! useful for comparing modes, not as hardware numbers.
 //!
 //! The mode is chosen once per boot, so one run's distributions are that
-//! mode's. [`line`] prints them at the end of every run, next to the
+//! mode's. [`line()`] prints them at the end of every run, next to the
 //! counters:
 //!
 //! ```text

@@ -6,14 +6,14 @@
 //! optionally a CSV file of every run and an SVG plot. See
 //! `docs/BENCHMARKS.md` for the measured tables and what they mean.
 //!
-//! - [`tlb_flush2`]: will-it-scale's `tlb_flush2` in threads or processes
+//! - `tlb_flush2`: will-it-scale's `tlb_flush2` in threads or processes
 //!   mode, task counts × TLB modes (the broadcast-ASID seed's table);
-//! - [`pageout`]: the reclaim loop, batched against per-page flushes (the
+//! - `pageout`: the reclaim loop, batched against per-page flushes (the
 //!   batched-flush seed's benchmark), with sleeping or busy helpers.
 //!
-//! The parts: [`plan`] (the grid of runs and their interleaved order),
-//! [`runs`] (booting and parsing, with a progress line), [`stats`]
-//! (median and spread), [`table`], [`csv`] and [`svg`] (the outputs).
+//! The parts: `plan` (the grid of runs and their interleaved order),
+//! `runs` (booting and parsing, with a progress line), `stats`
+//! (median and spread), `table`, `csv` and `svg` (the outputs).
 //!
 //! Benchmarks are not tests: nothing here judges a time. A run fails only
 //! if the kernel or the program reports a failure, or the numbers cannot

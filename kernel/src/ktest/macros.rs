@@ -1,7 +1,7 @@
 //! Assertion macros for in-kernel tests.
 //!
 //! Unlike `assert!`, these do not panic: they return a
-//! [`TestFailure`](super::TestFailure) from the test function, so one failing
+//! [`TestFailure`](crate::framework::TestFailure) from the test function, so one failing
 //! test does not end the run and the remaining tests still report.
 
 /// Fails the test unless `condition` holds; an optional message follows.

@@ -70,7 +70,7 @@ impl core::fmt::Display for Lossy<'_> {
     }
 }
 
-/// Prints each CPU's [`LastCall`], if any CPU made one. Never blocks.
+/// Prints each CPU's `LastCall`, if any CPU made one. Never blocks.
 pub fn print_last_calls() {
     let mut header = false;
     for index in &smp::online() {
