@@ -12,6 +12,9 @@
 //! the ICR. In xAPIC mode these are two writes, so they must not be split by
 //! an interrupt whose handler sends an IPI itself: [`LocalApic::send`] runs
 //! with interrupts off.
+//!
+//! The driver is hand-written, not taken from an APIC crate: the ICR write
+//! *is* the IPI a TLB shootdown costs, and this is where a reader sees it.
 
 use spin::Once;
 use x86_64::{

@@ -15,8 +15,11 @@
 //! must not be started. Firmware may list a CPU twice (once as type 0, once
 //! as type 9): the first entry for an APIC id wins.
 //!
-//! Parsing works on byte slices so it can be tested on hand-made tables;
-//! only [`discover`] reads physical memory.
+//! Parsing works on byte slices so it can be tested on hand-made tables
+//! (host tests); [`discover`] reads physical memory through the function it
+//! is given. It is hand-written rather than taken from the `acpi` crate on
+//! purpose: three entry types and a checksum are the whole story of how a
+//! kernel finds its CPUs, and a student can read it in one sitting.
 
 use alloc::{vec, vec::Vec};
 use core::fmt;

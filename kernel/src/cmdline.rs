@@ -4,7 +4,9 @@
 //! [`hal::fw_cfg`]), so changing an option needs no new image. Every
 //! word must be a known option with a valid value: a typo is rejected with a
 //! message naming the known options, because a silently ignored option makes
-//! an experiment measure something else than the student thinks.
+//! an experiment measure something else than the student thinks. The parser
+//! is hand-written (no argument-parsing crate is no_std and this small): its
+//! table of options is the list of the kernel's knobs, in one place.
 
 use alloc::{string::String, vec::Vec};
 use core::fmt;

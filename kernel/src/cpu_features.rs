@@ -13,6 +13,11 @@
 //! - **SMEP/SMAP** (`7.0:EBX[7]`, `EBX[20]`): the kernel may not execute or touch
 //!   user pages by accident.
 //! - **PGE** (`1:EDX[13]`): global pages, kept across CR3 loads (kernel mappings).
+//!
+//! The table of bits is hand-written rather than taken from a CPUID crate:
+//! each line is a fact about TLBs a reader should see next to its bit.
+//! Decoding is pure ([`CpuFeatures::from_cpuid`] takes the instruction as a
+//! function), so the rules are host-tested with made-up CPUs.
 
 /// One CPUID answer.
 #[derive(Clone, Copy, Default)]
