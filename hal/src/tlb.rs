@@ -12,9 +12,12 @@
 //! PCID (and global entries), so a flush of another PCID needs INVPCID or a
 //! flush of everything.
 //!
-//! INVLPGB and TLBSYNC (AMD, Zen 3 and later) are here as raw instructions;
-//! which operands to give them is `mm::invlpgb`'s business. The assembler
-//! gets their bytes, so no assembler feature flag is needed.
+//! Which of these instructions carries out an operation on a given CPU is
+//! not decided here: `mm::instructions::select` decides, and the kernel
+//! executes its answer with these functions, one for one. INVLPGB and
+//! TLBSYNC (AMD, Zen 3 and later) are here as raw instructions; which
+//! operands to give them is `mm::invlpgb`'s business. The assembler gets
+//! their bytes, so no assembler feature flag is needed.
 
 use core::{
     arch::asm,
@@ -70,23 +73,41 @@ pub fn reload_root() {
     load_root(frame.start_address(), pcid, false);
 }
 
-/// Flushes every entry of every PCID, global ones included: toggling CR4.PGE
-/// does that by definition. Without PGE there are no global entries and
-/// (PCIDs need PGE in this kernel) no other PCIDs, so a CR3 reload does it.
-pub fn flush_everything() {
+/// The PCID in CR3 (0 without PCIDs).
+pub fn current_pcid() -> u16 {
+    Cr3::read_raw().1
+}
+
+/// Flips CR4.PGE and flips it back: any write to CR4 that changes PGE drops
+/// every entry of every PCID, global ones included. Call only on a CPU that
+/// supports PGE (the kernel checked CPUID when it chose its instructions).
+pub fn toggle_global_pages() {
     let flags = Cr4::read();
-    if !flags.contains(Cr4Flags::PAGE_GLOBAL) {
-        reload_root();
-        return;
-    }
-    // Clearing PGE and setting it again changes no mapping; the CPU only
-    // drops its cached translations. Every other CR4 bit is written back
-    // as it was.
-    // SAFETY: toggling PGE only drops TLB entries.
+    // Changing PGE and changing it back changes no mapping; the CPU only
+    // drops its cached translations. Every other CR4 bit is written back as
+    // it was. The caller vouches for PGE support (else the write faults,
+    // which the fault path reports; it cannot corrupt memory).
+    // SAFETY: flipping PGE twice only drops TLB entries.
     unsafe {
-        Cr4::write(flags - Cr4Flags::PAGE_GLOBAL);
+        Cr4::write(flags ^ Cr4Flags::PAGE_GLOBAL);
         Cr4::write(flags);
     }
+}
+
+/// Turns on global pages (CR4.PGE) on this CPU: the kernel's global
+/// mappings (thread stacks) then survive CR3 loads, and INVLPG drops them
+/// whatever PCID is loaded. Call only when CPUID reports PGE, before PCIDs
+/// are turned on.
+pub fn enable_global_pages() {
+    // PGE exists on this CPU (the caller checked CPUID 1:EDX[13]); setting
+    // it only lets entries of pages mapped global outlive CR3 loads.
+    // SAFETY: a supported bit that changes no mapping.
+    unsafe { Cr4::update(|flags| flags.insert(Cr4Flags::PAGE_GLOBAL)) };
+}
+
+/// Whether CR4.PGE is set on this CPU.
+pub fn global_pages_enabled() -> bool {
+    Cr4::read().contains(Cr4Flags::PAGE_GLOBAL)
 }
 
 /// Whether CR4.PCIDE is set on this CPU.
@@ -95,8 +116,14 @@ pub fn pcids_enabled() -> bool {
 }
 
 /// Turns on PCIDs on this CPU. Call only when CPUID reports PCID, with
-/// interrupts off, before any non-zero PCID is used.
+/// interrupts off, after [`enable_global_pages`] (INVLPG reaches a kernel
+/// page cached under another PCID only if the page is global), before any
+/// non-zero PCID is used.
 pub fn enable_pcids() {
+    assert!(
+        global_pages_enabled(),
+        "PCIDs need CR4.PGE: without it a kernel page flushed by INVLPG stays cached under other PCIDs"
+    );
     // PCIDE may only be set while CR3's PCID field is 0: reload the current
     // root with PCID 0 first (a flush of the non-global entries, harmless).
     load_root(Cr3::read().0.start_address(), 0, false);
@@ -123,6 +150,13 @@ fn invpcid(command: InvPcidCommand) {
     // instruction exists; an invalidation never changes a mapping.
     // SAFETY: INVPCID is supported; invalidating is always memory-safe.
     unsafe { x86_64::instructions::tlb::flush_pcid(command) };
+}
+
+/// INVPCID type 0: the non-global entry of the page containing `va` tagged
+/// `pcid`. Needs INVPCID.
+pub fn invpcid_address(pcid: u16, va: u64) {
+    let pcid = Pcid::new(pcid).expect("mm hands out 12-bit PCIDs");
+    invpcid(InvPcidCommand::Address(VirtAddr::new_truncate(va), pcid));
 }
 
 /// INVPCID type 1: every non-global entry tagged `pcid`. Needs INVPCID.

@@ -26,8 +26,10 @@
 use alloc::{string::String, vec::Vec};
 
 use mm::{
-    AddressSpaceTlb, CpuId, CpuSet, CpuTlbState, FlushBatch, FlushRange, FlushRequest, Pcid,
-    TlbConfig, TlbHardware, TlbSystem, TraceEvent, invlpgb::InvlpgbLimits,
+    AddressSpaceTlb, CpuId, CpuSet, CpuTlbState, FlushBatch, FlushRange, FlushRequest, TlbConfig,
+    TlbHardware, TlbSystem, TraceEvent,
+    instructions::{Instruction, LocalOp, LocalTlb, select},
+    invlpgb::InvlpgbLimits,
 };
 use spin::Once;
 use x86_64::PhysAddr;
@@ -46,6 +48,8 @@ struct State {
     no_flush_ipis: bool,
     mode: TlbMode,
     hardware: TlbHardwareChoice,
+    /// What every CPU's instruction choice is made for.
+    local: LocalTlb,
     broadcast: Option<KernelBroadcast>,
     trace: bool,
     batch_reclaim: bool,
@@ -91,6 +95,11 @@ pub fn init(
             no_flush_ipis: options.bug == Some(Bug::NoFlushIpis),
             mode: choice.mode,
             hardware: choice.hardware,
+            local: LocalTlb {
+                pcide: choice.hardware.pcids,
+                pge: choice.hardware.global_pages,
+                invpcid: choice.hardware.invpcid,
+            },
             broadcast,
             trace: options.trace,
             batch_reclaim: options.batch_reclaim,
@@ -125,6 +134,15 @@ pub fn mode() -> TlbMode {
 /// line with `mm`'s (kernel page table loaded, interrupts off).
 pub fn init_this_cpu() {
     let hardware = state().hardware;
+    // Global pages first: PCIDs rely on them (a kernel page is dropped by
+    // INVLPG under every PCID only if it is global).
+    if hardware.global_pages {
+        hal::tlb::enable_global_pages();
+        assert!(
+            hal::tlb::global_pages_enabled(),
+            "CR4.PGE did not stick on this CPU"
+        );
+    }
     if hardware.pcids {
         hal::tlb::enable_pcids();
     }
@@ -231,13 +249,26 @@ pub fn counters_line() -> String {
     )
 }
 
-/// The PCID in this CPU's CR3 (0 without PCIDs).
-fn current_pcid() -> Pcid {
-    (hal::cpu::cr3_raw() & 0xfff) as Pcid
-}
 
 /// The zero-sized handle `mm` calls back into; every method acts on the
 /// CPU that runs it.
+/// Executes one local TLB instruction, as `mm::instructions::select` chose
+/// it: the kernel decides nothing here.
+fn execute(instruction: Instruction) {
+    match instruction {
+        Instruction::Invlpg { va } => hal::tlb::invlpg(va),
+        Instruction::InvpcidAddress { pcid, va } => hal::tlb::invpcid_address(pcid, va),
+        Instruction::InvpcidSingle { pcid } => hal::tlb::invpcid_single(pcid),
+        Instruction::InvpcidAll => hal::tlb::invpcid_everything(),
+        Instruction::InvpcidAllNonGlobal => hal::tlb::invpcid_all_nonglobal(),
+        Instruction::LoadCr3 { root, pcid, keep } => {
+            hal::tlb::load_root(PhysAddr::new(root), pcid, keep);
+        }
+        Instruction::ReloadCr3 => hal::tlb::reload_root(),
+        Instruction::TogglePge => hal::tlb::toggle_global_pages(),
+    }
+}
+
 pub struct KernelTlb;
 
 impl TlbHardware for KernelTlb {
@@ -260,50 +291,23 @@ impl TlbHardware for KernelTlb {
         time::now_ns() / 1_000_000
     }
 
-    fn invlpg(&self, va: u64) {
-        hal::tlb::invlpg(va);
-    }
-
-    fn flush_pcid(&self, pcid: Pcid) {
-        let hardware = state().hardware;
-        if hardware.invpcid {
-            hal::tlb::invpcid_single(pcid);
-        } else if !hardware.pcids || current_pcid() == pcid {
-            // A CR3 load without the keep bit flushes the loaded PCID (the
-            // only tag there is without PCIDs).
-            hal::tlb::reload_root();
-        } else {
-            // Another PCID and no INVPCID: flushing everything is the only
-            // way, and always correct.
-            hal::tlb::flush_everything();
+    fn local(&self, op: LocalOp) {
+        let state = state();
+        if let LocalOp::KernelPage { .. } = op {
+            // The choice of INVLPG for a kernel page relies on PGE being what
+            // the kernel told `mm`.
+            debug_assert_eq!(
+                state.local.pge,
+                hal::tlb::global_pages_enabled(),
+                "CR4.PGE differs from what the instruction choice assumes"
+            );
         }
-    }
-
-    fn flush_all_nonglobal(&self) {
-        let hardware = state().hardware;
-        if hardware.invpcid {
-            hal::tlb::invpcid_all_nonglobal();
-        } else if hardware.pcids {
-            hal::tlb::flush_everything();
-        } else {
-            hal::tlb::reload_root();
-        }
-    }
-
-    fn flush_everything(&self) {
-        if state().hardware.invpcid {
-            hal::tlb::invpcid_everything();
-        } else {
-            hal::tlb::flush_everything();
-        }
-    }
-
-    fn load_address_space(&self, root: u64, pcid: Pcid, flush: bool) {
-        if state().hardware.pcids {
-            hal::tlb::load_root(PhysAddr::new(root), pcid, !flush);
-        } else {
-            hal::tlb::load_root(PhysAddr::new(root), 0, false);
-        }
+        execute(select(
+            op,
+            state.local,
+            hal::tlb::current_pcid,
+            state.system.faults(),
+        ));
     }
 
     fn send_flush_ipis(&self, targets: &CpuSet, request: &FlushRequest<'_>) {

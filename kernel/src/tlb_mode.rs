@@ -129,6 +129,10 @@ impl fmt::Display for ModeUnavailable {
 /// choice every CPU applies to itself at bring-up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TlbHardwareChoice {
+    /// CR4.PGE on: entries of global pages (the kernel's thread stacks)
+    /// survive CR3 loads and INVLPG drops them whatever PCID is loaded. On
+    /// whenever the CPU has it; PCIDs need it.
+    pub global_pages: bool,
     /// CR4.PCIDE on: CR3 loads carry a PCID and may keep entries.
     pub pcids: bool,
     /// INVPCID flushes one PCID (or all) without a CR3 load.
@@ -162,6 +166,7 @@ pub fn choose(options: &TlbOptions, cpu: &CpuFeatures) -> Result<Choice, ModeUna
         (true, "on: CR3 loads keep each ASID's entries")
     };
     let hardware = TlbHardwareChoice {
+        global_pages: cpu.global_pages,
         pcids,
         invpcid: pcids && cpu.invpcid,
         translation_cache_extension: cpu.tce,

@@ -66,7 +66,7 @@ impl AddressSpaceTlb {
     }
 
     /// The page-table root (physical address for CR3) the kernel gave at creation; opaque
-    /// to this crate and handed back in [`crate::TlbHardware::load_address_space`].
+    /// to this crate and handed back in a [`crate::instructions::LocalOp::Load`].
     pub fn root(&self) -> u64 {
         self.root
     }

@@ -42,6 +42,16 @@ pub enum Fault {
     /// `finish_asid_transition` does not wait for SWITCHING CPUs, so a CPU that read "no
     /// global ASID" just before promotion is missed (reference section 7, item 9).
     TransitionIgnoresSwitching = 1 << 9,
+    /// "Flush everything" is done by reloading CR3, which drops only the current PCID's
+    /// non-global entries: other PCIDs and global (kernel) entries survive (the fallback the
+    /// kernel used before instruction choice moved into `mm`).
+    EverythingByCr3Reload = 1 << 10,
+    /// The broadcast handler flushes a range of a PCID that is not loaded with INVLPG, which
+    /// only reaches the current PCID.
+    InvlpgForOtherPcid = 1 << 11,
+    /// A kernel page is flushed with INVPCID type 0 for the current PCID, which neither drops
+    /// global entries nor reaches other PCIDs (a PCID-scoped flush of a kernel range).
+    KernelPageByPcidInvpcid = 1 << 12,
 }
 
 /// The set of enabled faults.

@@ -58,6 +58,7 @@ use crate::counters::{Counters, TraceEvent, TraceReason};
 use crate::cpu_set::{CpuId, CpuSet};
 use crate::faults::Fault;
 use crate::hardware::{BroadcastBackend, FlushRange, FlushRequest, FlushTarget, TlbHardware};
+use crate::instructions::LocalOp;
 use crate::sync::{Ordering, fence};
 use crate::system::TlbSystem;
 
@@ -261,7 +262,7 @@ impl TlbSystem<'_> {
             // A batch flush without an address space: flush what is loaded. The slot's
             // generation is left alone, which is conservative (a later switch-in or flush
             // flushes once more) and needs no pointer to the loaded address space.
-            hw.flush_pcid(pcid);
+            hw.local(LocalOp::Pcid(pcid));
             Counters::bump(&counters.local_full_flushes, 1);
             return;
         };
@@ -289,12 +290,13 @@ impl TlbSystem<'_> {
             };
         match partial {
             Some((start, end, stride_shift)) => {
-                let pages = invlpg_range(hw, start, end, stride_shift);
+                let pages =
+                    flush_pages(hw, start, end, stride_shift, |va| LocalOp::UserPage { va });
                 Counters::bump(&counters.local_partial_flushes, 1);
                 Counters::bump(&counters.pages_invalidated, pages);
             }
             None => {
-                hw.flush_pcid(pcid);
+                hw.local(LocalOp::Pcid(pcid));
                 Counters::bump(&counters.local_full_flushes, 1);
             }
         }
@@ -305,7 +307,7 @@ impl TlbSystem<'_> {
         let counters = self.cpus[hw.current_cpu()].counters();
         match range {
             FlushRange::All => {
-                hw.flush_everything();
+                hw.local(LocalOp::Everything);
                 Counters::bump(&counters.local_full_flushes, 1);
             }
             FlushRange::Range {
@@ -313,7 +315,9 @@ impl TlbSystem<'_> {
                 end,
                 stride_shift,
             } => {
-                let pages = invlpg_range(hw, start, end, stride_shift);
+                let pages = flush_pages(hw, start, end, stride_shift, |va| LocalOp::KernelPage {
+                    va,
+                });
                 Counters::bump(&counters.local_partial_flushes, 1);
                 Counters::bump(&counters.pages_invalidated, pages);
             }
@@ -389,13 +393,20 @@ impl TlbSystem<'_> {
     }
 }
 
-/// One INVLPG per stride unit of `start..end`; returns how many were issued.
-fn invlpg_range(hw: &impl TlbHardware, start: u64, end: u64, stride_shift: u8) -> u64 {
+/// One page operation (`page(address)`) per stride unit of `start..end`; returns how many
+/// were carried out.
+fn flush_pages(
+    hw: &impl TlbHardware,
+    start: u64,
+    end: u64,
+    stride_shift: u8,
+    page: impl Fn(u64) -> LocalOp,
+) -> u64 {
     let step = 1u64 << stride_shift;
     let mut addr = start;
     let mut n = 0;
     while addr < end {
-        hw.invlpg(addr);
+        hw.local(page(addr));
         n += 1;
         addr = match addr.checked_add(step) {
             Some(a) => a,

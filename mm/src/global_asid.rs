@@ -41,6 +41,7 @@ use crate::cpu_set::{CpuId, CpuSet};
 use crate::faults::Fault;
 use crate::flush::PAGE_SHIFT;
 use crate::hardware::{BroadcastBackend, BroadcastOp, FlushRange, FlushRequest, TlbHardware};
+use crate::instructions::LocalOp;
 use crate::sync::{Ordering, spin_loop};
 use crate::system::TlbSystem;
 
@@ -230,32 +231,32 @@ impl TlbSystem<'_> {
                 end,
                 stride_shift,
             } => {
-                if current == Some(pcid) {
+                if current == Some(pcid) || self.faults.has(Fault::InvlpgForOtherPcid) {
                     let mut addr = start;
                     while addr < end {
-                        hw.invlpg(addr);
+                        hw.local(LocalOp::UserPage { va: addr });
                         Counters::bump(&counters.pages_invalidated, 1);
                         addr = addr.saturating_add(1 << stride_shift);
                     }
                 } else if hw.pcid_enabled() {
-                    hw.flush_pcid(pcid);
+                    hw.local(LocalOp::Pcid(pcid));
                 }
             }
             BroadcastOp::Pcid(pcid) => {
                 if current == Some(pcid) || hw.pcid_enabled() {
-                    hw.flush_pcid(pcid);
+                    hw.local(LocalOp::Pcid(pcid));
                 }
             }
-            BroadcastOp::AllNonGlobal => hw.flush_all_nonglobal(),
+            BroadcastOp::AllNonGlobal => hw.local(LocalOp::AllNonGlobal),
             BroadcastOp::KernelRange { start, end } => {
                 let mut addr = start;
                 while addr < end {
-                    hw.invlpg(addr);
+                    hw.local(LocalOp::KernelPage { va: addr });
                     Counters::bump(&counters.pages_invalidated, 1);
                     addr = addr.saturating_add(1 << PAGE_SHIFT);
                 }
             }
-            BroadcastOp::AllIncludingGlobal => hw.flush_everything(),
+            BroadcastOp::AllIncludingGlobal => hw.local(LocalOp::Everything),
         }
     }
 

@@ -23,6 +23,7 @@ use crate::asid::Pcid;
 use crate::context::AddressSpaceTlb;
 use crate::counters::TraceEvent;
 use crate::cpu_set::{CpuId, CpuSet};
+use crate::instructions::LocalOp;
 
 /// Invalidations that reach every CPU without interrupting it (INVLPGB, or a software
 /// stand-in). Only **non-global** entries unless the name says otherwise. The operations may
@@ -89,18 +90,11 @@ pub trait TlbHardware {
     /// A monotonic clock in ticks (any unit; [`crate::TlbConfig`] intervals use the same).
     fn now(&self) -> u64;
 
-    /// INVLPG: the page containing `va` in the current PCID, plus global entries for it.
-    fn invlpg(&self, va: u64);
-    /// Every non-global entry tagged `pcid` on this CPU (INVPCID type 1; for the current
-    /// PCID a CR3 reload; without INVPCID and for another PCID, a full flush is acceptable).
-    fn flush_pcid(&self, pcid: Pcid);
-    /// Every non-global entry of every PCID on this CPU (INVPCID type 3 or a full flush).
-    fn flush_all_nonglobal(&self);
-    /// Everything on this CPU, global entries included (INVPCID type 2 or toggling CR4.PGE).
-    fn flush_everything(&self);
-    /// Loads CR3 with `root` and `pcid`; `flush == false` sets the no-flush bit (63). Without
-    /// PCID the kernel ignores `pcid` and `flush` (a CR3 load always flushes then).
-    fn load_address_space(&self, root: u64, pcid: Pcid, flush: bool);
+    /// Carries out the local TLB operation `op` on this CPU: executes the instruction
+    /// [`crate::instructions::select`] chooses for it from this CPU's state (PCIDE, PGE,
+    /// INVPCID, the PCID in CR3) and the system's faults. The choice is `mm`'s; the
+    /// implementation only executes it.
+    fn local(&self, op: LocalOp);
 
     /// Sends a flush IPI to every CPU in `targets` (never the current CPU) and returns once
     /// each of them has run [`crate::TlbSystem::handle_flush_ipi`] with `request`. The request

@@ -60,6 +60,7 @@
 //! | `context.rs` | [`AddressSpaceTlb`]: id, flush generation, CPU set, global ASID |
 //! | `percpu.rs` | [`CpuTlbState`]: loaded context, lazy flag, six ASID slots |
 //! | `hardware.rs` | [`TlbHardware`], [`BroadcastBackend`], [`FlushRequest`] |
+//! | `instructions.rs` | [`instructions::select`]: which instruction carries out a local flush on this CPU's state |
 //! | `system.rs` | [`TlbSystem`], [`TlbConfig`] |
 //! | `switch.rs` | [`TlbSystem::switch_mm`], ASID choice, [`TlbSystem::enter_lazy`] |
 //! | `flush.rs` | [`TlbSystem::flush_tlb_mm_range`], [`TlbSystem::should_flush`], [`TlbSystem::handle_flush_ipi`], [`TlbSystem::flush_kernel_range`] |
@@ -183,6 +184,7 @@ mod faults;
 mod flush;
 mod global_asid;
 mod hardware;
+pub mod instructions;
 pub mod invlpgb;
 mod percpu;
 pub mod races;

@@ -34,6 +34,7 @@ use crate::context::{AddressSpaceTlb, CTX_KERNEL, CTX_NONE, CTX_SWITCHING};
 use crate::counters::Counters;
 use crate::faults::Fault;
 use crate::hardware::TlbHardware;
+use crate::instructions::LocalOp;
 use crate::percpu::CpuTlbState;
 use crate::sync::{Ordering, fence};
 use crate::system::TlbSystem;
@@ -99,7 +100,11 @@ impl TlbSystem<'_> {
             }
             Counters::bump(&st.counters().switch_flushes, 1);
         }
-        hw.load_address_space(next.root, pcid_of(asid), need_flush);
+        hw.local(LocalOp::Load {
+            root: next.root,
+            pcid: pcid_of(asid),
+            flush: need_flush,
+        });
         // Publish the ASID before the id: a reader that sees the id sees the right ASID.
         st.loaded_asid.store(asid, Ordering::Release);
         st.loaded.store(next.ctx_id, Ordering::Release);

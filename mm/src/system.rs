@@ -14,6 +14,7 @@ use crate::counters::CounterSnapshot;
 use crate::cpu_set::{CpuId, MAX_CPUS};
 use crate::faults::{Fault, Faults};
 use crate::hardware::TlbHardware;
+use crate::instructions::LocalOp;
 use crate::percpu::CpuTlbState;
 use crate::sync::{AtomicU64, AtomicUsize, Mutex, Ordering};
 
@@ -142,8 +143,12 @@ impl<'a> TlbSystem<'a> {
         st.set_slot(0, CTX_KERNEL, self.kernel.tlb_gen());
         st.next_asid.store(1, Ordering::Relaxed);
         st.is_lazy.store(false, Ordering::Relaxed);
-        hw.load_address_space(self.kernel.root, crate::asid::pcid_of(0), true);
-        hw.flush_everything();
+        hw.local(LocalOp::Load {
+            root: self.kernel.root,
+            pcid: crate::asid::pcid_of(0),
+            flush: true,
+        });
+        hw.local(LocalOp::Everything);
         st.loaded_asid.store(0, Ordering::Release);
         st.loaded.store(CTX_KERNEL, Ordering::Release);
     }

@@ -2,7 +2,7 @@
 
 use crate::{
     BroadcastBackend, BroadcastOp, CpuId, CpuSet, CpuTlbState, FlushRequest, Pcid, TlbConfig,
-    TlbHardware, TlbSystem, TraceEvent,
+    TlbHardware, TlbSystem, TraceEvent, instructions::LocalOp,
 };
 use std::cell::{Cell, RefCell};
 use std::vec::Vec;
@@ -13,6 +13,7 @@ pub const KERNEL_ROOT: u64 = 0x1000;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
     Invlpg(u64),
+    KernelPage(u64),
     FlushPcid(Pcid),
     FlushAllNonGlobal,
     FlushEverything,
@@ -155,20 +156,18 @@ impl<'m, 's> TlbHardware for Hw<'m, 's> {
     fn now(&self) -> u64 {
         self.m.now.get()
     }
-    fn invlpg(&self, va: u64) {
-        self.m.record(self.cpu, Op::Invlpg(va));
-    }
-    fn flush_pcid(&self, pcid: Pcid) {
-        self.m.record(self.cpu, Op::FlushPcid(pcid));
-    }
-    fn flush_all_nonglobal(&self) {
-        self.m.record(self.cpu, Op::FlushAllNonGlobal);
-    }
-    fn flush_everything(&self) {
-        self.m.record(self.cpu, Op::FlushEverything);
-    }
-    fn load_address_space(&self, root: u64, pcid: Pcid, flush: bool) {
-        self.m.record(self.cpu, Op::Load { root, pcid, flush });
+    /// Records the operation the protocol asked for (the instruction chosen for it is
+    /// `instructions::select`'s business, tested on its own and by the host model).
+    fn local(&self, op: LocalOp) {
+        let op = match op {
+            LocalOp::UserPage { va } => Op::Invlpg(va),
+            LocalOp::KernelPage { va } => Op::KernelPage(va),
+            LocalOp::Pcid(pcid) => Op::FlushPcid(pcid),
+            LocalOp::AllNonGlobal => Op::FlushAllNonGlobal,
+            LocalOp::Everything => Op::FlushEverything,
+            LocalOp::Load { root, pcid, flush } => Op::Load { root, pcid, flush },
+        };
+        self.m.record(self.cpu, op);
     }
     fn send_flush_ipis(&self, targets: &CpuSet, request: &FlushRequest<'_>) {
         assert!(!targets.contains(self.cpu), "IPI to self");

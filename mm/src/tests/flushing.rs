@@ -341,7 +341,11 @@ fn kernel_range_flushes() {
                     .collect();
                 assert_eq!(
                     ops,
-                    [Op::Invlpg(k), Op::Invlpg(k + 4096), Op::FlushEverything],
+                    [
+                        Op::KernelPage(k),
+                        Op::KernelPage(k + 4096),
+                        Op::FlushEverything
+                    ],
                     "cpu {cpu}"
                 );
             }

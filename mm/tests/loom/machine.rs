@@ -35,7 +35,8 @@ use loom::cell::UnsafeCell;
 use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use mm::{
     AddressSpaceTlb, BroadcastBackend, CpuId, CpuSet, CpuTlbState, DYN_ASIDS, FlushRange,
-    FlushRequest, FlushTarget, Pcid, TlbConfig, TlbHardware, TlbSystem, pcid_of,
+    FlushRequest, FlushTarget, Pcid, TlbConfig, TlbHardware, TlbSystem, instructions::LocalOp,
+    pcid_of,
 };
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -423,37 +424,35 @@ impl TlbHardware for Hw {
     fn now(&self) -> u64 {
         0
     }
-    fn invlpg(&self, _va: u64) {
-        // One page per address space: invalidating it refreshes the current PCID.
-        self.w.machine(|m| {
-            if let Some((_, pcid)) = m.current[self.cpu] {
-                m.refill(self.cpu, pcid);
-            }
-        });
-    }
-    fn flush_pcid(&self, pcid: Pcid) {
-        self.w.machine(|m| m.refill(self.cpu, pcid));
-    }
-    fn flush_all_nonglobal(&self) {
-        self.w.machine(|m| m.flush_all(self.cpu));
-    }
-    fn flush_everything(&self) {
-        self.w.machine(|m| m.flush_all(self.cpu));
-    }
-    fn load_address_space(&self, root: u64, pcid: Pcid, flush: bool) {
-        let ctx = self.w.ctx_of_root(root);
+    /// The protocol's operations at their meaning (which instruction carries each out is
+    /// `mm::instructions::select`'s, checked by the host model): one page per address space,
+    /// so invalidating a page refreshes the current PCID; kernel pages are not modelled.
+    fn local(&self, op: LocalOp) {
         let cpu = self.cpu;
-        self.w.machine(|m| {
-            m.current[cpu] = Some((ctx, pcid));
-            match m.held[cpu].get(&pcid) {
-                Some(&(held, _)) if !flush && held != ctx => m.violations.push(format!(
-                    "CPU {cpu} loads context {ctx} on PCID {pcid} without flush, \
-                     but the PCID holds context {held}"
-                )),
-                Some(_) if !flush => {}
-                _ => m.refill(cpu, pcid),
+        match op {
+            LocalOp::UserPage { .. } => self.w.machine(|m| {
+                if let Some((_, pcid)) = m.current[cpu] {
+                    m.refill(cpu, pcid);
+                }
+            }),
+            LocalOp::KernelPage { .. } => {}
+            LocalOp::Pcid(pcid) => self.w.machine(|m| m.refill(cpu, pcid)),
+            LocalOp::AllNonGlobal | LocalOp::Everything => self.w.machine(|m| m.flush_all(cpu)),
+            LocalOp::Load { root, pcid, flush } => {
+                let ctx = self.w.ctx_of_root(root);
+                self.w.machine(|m| {
+                    m.current[cpu] = Some((ctx, pcid));
+                    match m.held[cpu].get(&pcid) {
+                        Some(&(held, _)) if !flush && held != ctx => m.violations.push(format!(
+                            "CPU {cpu} loads context {ctx} on PCID {pcid} without flush, \
+                             but the PCID holds context {held}"
+                        )),
+                        Some(_) if !flush => {}
+                        _ => m.refill(cpu, pcid),
+                    }
+                });
             }
-        });
+        }
     }
 
     fn send_flush_ipis(&self, targets: &CpuSet, request: &FlushRequest<'_>) {

@@ -1,10 +1,17 @@
-//! Simulated CPUs: TLBs tagged by PCID with global entries and cached page walks, CR3, the
-//! exact semantics of the invalidation instructions `mm` asks for, IPIs, and three broadcast
-//! backends (none, software IPIs, and an INVLPGB/TLBSYNC model fed with the operands `mm`'s
-//! encoders produce).
+//! Simulated CPUs: TLBs tagged by PCID with global entries and cached page walks, CR3 and
+//! CR4.PGE, the exact semantics of every invalidation instruction (INVLPG, INVPCID types 0-3,
+//! CR3 loads with and without bit 63, a CR4.PGE toggle), IPIs, and three broadcast backends
+//! (none, software IPIs, and an INVLPGB/TLBSYNC model fed with the operands `mm`'s encoders
+//! produce).
+//!
+//! The protocol's local operations go through `mm::instructions::select`, the same function
+//! the kernel uses, and the model executes the instruction it returns exactly: an entry
+//! survives whatever the instruction does not drop. Global entries exist only while CR4.PGE
+//! is on; with it off a kernel page is cached under the PCID that touched it, like any page.
 
 use crate::sched::{YieldLock, splitmix};
 use crate::world::{Life, World};
+use mm::instructions::{self, Instruction, LocalOp, LocalTlb};
 use mm::invlpgb::{self, InvlpgbLimits, InvlpgbOperands};
 use mm::{
     BroadcastBackend, BroadcastOp, CpuId, CpuSet, FlushRequest, Pcid, TlbHardware, TlbSystem,
@@ -29,14 +36,17 @@ pub struct TlbEntry {
     pub ctx: u64,
 }
 
+/// The `ctx` of a non-global entry for a kernel page (CR4.PGE off).
+const KERNEL_ENTRY: u64 = u64::MAX;
+
 /// One CPU's translation state.
 #[derive(Default)]
 pub struct CpuTlb {
     pub root: u64,
     pub pcid: Pcid,
-    /// (pcid, vpn) -> non-global entry
+    /// (pcid, vpn) -> non-global entry (kernel pages too while CR4.PGE is off)
     pub entries: BTreeMap<(Pcid, u64), TlbEntry>,
-    /// vpn -> global (kernel) entry: mapping id
+    /// vpn -> global (kernel) entry: mapping id; only while CR4.PGE is on
     pub globals: BTreeMap<u64, u64>,
     /// (pcid, region) -> (table id, ctx): the paging-structure cache
     pub walks: BTreeMap<(Pcid, u64), (u64, u64)>,
@@ -67,12 +77,20 @@ pub struct SimCpu {
 pub struct KernelFaults {
     /// TLBSYNC executed on another CPU than the INVLPGBs it should wait for.
     pub tlbsync_on_other_cpu: bool,
+    /// CR4.PGE is never set, while the kernel tells `mm` its CPUs have it (the bug the
+    /// kernel had: the bootloader and the AP trampoline set only PAE).
+    pub pge_left_off: bool,
 }
 
 pub struct Machine {
     pub sys: TlbSystem<'static>,
     pub cpus: Vec<SimCpu>,
-    pub pcid: bool,
+    /// What the kernel tells `mm::instructions::select` about every CPU.
+    pub state: LocalTlb,
+    /// Whether CR4.PGE really is on (differs from `state.pge` under `pge_left_off`).
+    pub cr4_pge: bool,
+    /// Whether the CPUs have INVPCID at all (its use without it is an #UD).
+    pub has_invpcid: bool,
     pub backend: Backend,
     pub limits: InvlpgbLimits,
     pub world: World,
@@ -96,7 +114,7 @@ pub struct Bcast<'m> {
 impl Machine {
     pub fn new(
         sys: TlbSystem<'static>,
-        pcid: bool,
+        state: LocalTlb,
         backend: Backend,
         faults: KernelFaults,
     ) -> Self {
@@ -110,7 +128,9 @@ impl Machine {
                     pending: Mutex::new(Vec::new()),
                 })
                 .collect(),
-            pcid,
+            state,
+            cr4_pge: state.pge && !faults.pge_left_off,
+            has_invpcid: state.invpcid,
             backend,
             limits: InvlpgbLimits::from_cpuid_edx(7),
             world: World::new(),
@@ -200,19 +220,108 @@ impl Machine {
         self.walk(cpu, &mut tlb, &pt, vpn);
     }
 
-    /// A kernel access (global entry or a walk of the kernel mappings).
+    /// A kernel access: a global entry (CR4.PGE on), an entry tagged with the current PCID
+    /// (PGE off), or a walk of the kernel mappings that fills one of them.
     pub fn access_kernel(&self, cpu: CpuId, vpn: u64) {
         let mut tlb = self.tlb(cpu);
-        if let Some(&mapping) = tlb.globals.get(&vpn) {
+        let pcid = tlb.pcid;
+        let cached = if self.cr4_pge {
+            tlb.globals.get(&vpn).copied()
+        } else {
+            tlb.entries.get(&(pcid, vpn)).map(|entry| entry.mapping)
+        };
+        if let Some(mapping) = cached {
             if self.world.oracle.mapping(mapping) == Life::Dead {
+                let kind = if self.cr4_pge {
+                    "global"
+                } else {
+                    "PCID-tagged"
+                };
                 self.world.oracle.violation(format!(
-                    "cpu {cpu}: stale global kernel translation of vpn {vpn:#x} after its flush returned"
+                    "cpu {cpu}: stale {kind} kernel translation of vpn {vpn:#x} (PCID {pcid}) after its flush returned"
                 ));
             }
             return;
         }
         if let Some(&mapping) = self.world.kernel.lock().unwrap().get(&vpn) {
-            tlb.globals.insert(vpn, mapping);
+            if self.cr4_pge {
+                tlb.globals.insert(vpn, mapping);
+            } else {
+                tlb.entries.insert(
+                    (pcid, vpn),
+                    TlbEntry {
+                        mapping,
+                        ctx: KERNEL_ENTRY,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Executes one local TLB instruction on `cpu`, exactly.
+    pub fn execute(&self, cpu: CpuId, instruction: Instruction) {
+        let pcide = self.state.pcide;
+        let mut tlb = self.tlb(cpu);
+        let needs_invpcid = |pcid: Pcid| {
+            assert!(self.has_invpcid, "INVPCID on a CPU without it (#UD)");
+            assert!(
+                pcide || pcid == 0,
+                "INVPCID type 0/1 with PCID {pcid} while CR4.PCIDE is clear (#GP)"
+            );
+        };
+        match instruction {
+            Instruction::Invlpg { va } => {
+                let (pcid, vpn) = (tlb.pcid, va >> 12);
+                tlb.entries.remove(&(pcid, vpn));
+                tlb.globals.remove(&vpn);
+                tlb.walks.retain(|&(p, _), _| p != pcid);
+            }
+            Instruction::InvpcidAddress { pcid, va } => {
+                needs_invpcid(pcid);
+                tlb.entries.remove(&(pcid, va >> 12));
+                tlb.walks.retain(|&(p, _), _| p != pcid);
+            }
+            Instruction::InvpcidSingle { pcid } => {
+                needs_invpcid(pcid);
+                tlb.drop_pcid(pcid);
+            }
+            Instruction::InvpcidAll => {
+                needs_invpcid(0);
+                tlb.drop_nonglobal();
+                tlb.globals.clear();
+            }
+            Instruction::InvpcidAllNonGlobal => {
+                needs_invpcid(0);
+                tlb.drop_nonglobal();
+            }
+            Instruction::LoadCr3 { root, pcid, keep } => {
+                assert!(pcid < 4096, "PCID {pcid} exceeds 12 bits");
+                if pcide {
+                    if !keep {
+                        tlb.drop_pcid(pcid);
+                    }
+                } else {
+                    assert!(
+                        pcid == 0 && !keep,
+                        "CR3 load with PCID {pcid} or bit 63 while CR4.PCIDE is clear"
+                    );
+                    tlb.drop_nonglobal();
+                }
+                tlb.root = root;
+                tlb.pcid = pcid;
+            }
+            Instruction::ReloadCr3 => {
+                let pcid = tlb.pcid;
+                if pcide {
+                    tlb.drop_pcid(pcid);
+                } else {
+                    tlb.drop_nonglobal();
+                }
+            }
+            Instruction::TogglePge => {
+                tlb.drop_nonglobal();
+                tlb.globals.clear();
+            }
         }
     }
 
@@ -240,7 +349,7 @@ impl Machine {
         let pcid = (op.edx >> 16) as Pcid;
         if by_pcid {
             assert!(
-                self.pcid,
+                self.state.pcide,
                 "INVLPGB with a PCID while PCIDs are off would #GP"
             );
         }
@@ -367,41 +476,18 @@ impl<'m> TlbHardware for Hw<'m> {
         CpuSet::first_n(self.m.cpus.len())
     }
     fn pcid_enabled(&self) -> bool {
-        self.m.pcid
+        self.m.state.pcide
     }
     fn now(&self) -> u64 {
         self.m.clock.load(Ordering::Relaxed)
     }
-    fn invlpg(&self, va: u64) {
-        let vpn = va >> 12;
-        let mut tlb = self.m.tlb(self.cpu);
-        let pcid = tlb.pcid;
-        tlb.entries.remove(&(pcid, vpn));
-        tlb.globals.remove(&vpn);
-        tlb.walks.retain(|&(p, _), _| p != pcid);
-    }
-    fn flush_pcid(&self, pcid: Pcid) {
-        self.m.tlb(self.cpu).drop_pcid(pcid);
-    }
-    fn flush_all_nonglobal(&self) {
-        self.m.tlb(self.cpu).drop_nonglobal();
-    }
-    fn flush_everything(&self) {
-        let mut tlb = self.m.tlb(self.cpu);
-        tlb.drop_nonglobal();
-        tlb.globals.clear();
-    }
-    fn load_address_space(&self, root: u64, pcid: Pcid, flush: bool) {
-        assert_ne!(pcid, 0, "PCID 0 is never used for an address space");
-        assert!(pcid < 4096);
-        let mut tlb = self.m.tlb(self.cpu);
-        if !self.m.pcid {
-            tlb.drop_nonglobal();
-        } else if flush {
-            tlb.drop_pcid(pcid);
+    fn local(&self, op: LocalOp) {
+        if let LocalOp::Load { pcid, .. } = op {
+            assert_ne!(pcid, 0, "PCID 0 is never used for an address space");
         }
-        tlb.root = root;
-        tlb.pcid = pcid;
+        let current_pcid = || self.m.tlb(self.cpu).pcid;
+        let instruction = instructions::select(op, self.m.state, current_pcid, self.m.sys.faults());
+        self.m.execute(self.cpu, instruction);
     }
     fn send_flush_ipis(&self, targets: &CpuSet, request: &FlushRequest<'_>) {
         assert!(!targets.contains(self.cpu));

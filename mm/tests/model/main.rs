@@ -121,6 +121,37 @@ fn invlpgb_model() {
 
 // ---- mutations: each must be caught ----
 
+/// One CPU state of the instruction-choice matrix: PCIDE, INVPCID and CR4.PGE as the
+/// kernel sets them up, with the broadcast backend such a CPU would use.
+fn cpu_state(backend: Backend, pcid: bool, invpcid: bool, pge: bool) -> Config {
+    Config {
+        pge,
+        invpcid,
+        ..Config::new(backend, pcid)
+    }
+}
+
+/// Every CPU state `mm::instructions::select` must serve, each with PGE on and off: no
+/// PCID; PCID without INVPCID; PCID and INVPCID; PCID, INVPCID and INVLPGB. The workload
+/// flushes kernel ranges while kernel threads run lazily on other CPUs, so a kernel page
+/// cached under one PCID and flushed while another is loaded is exercised on every state.
+#[test]
+fn instruction_choice_matrix() {
+    let states = [
+        ("no-pcid", Backend::Ipi, false, false),
+        ("pcid", Backend::Ipi, true, false),
+        ("pcid+invpcid", Backend::Software, true, true),
+        ("pcid+invpcid+invlpgb", Backend::Invlpgb, true, true),
+    ];
+    for (index, (name, backend, pcid, invpcid)) in states.into_iter().enumerate() {
+        for pge in [true, false] {
+            let label = format!("{name}, PGE {}", if pge { "on" } else { "off" });
+            let base = 40 + 2 * index as u64 + u64::from(pge);
+            clean(&label, cpu_state(backend, pcid, invpcid, pge), base, 16);
+        }
+    }
+}
+
 fn mutated(backend: Backend, fault: Fault) -> Config {
     Config {
         faults: vec![fault],
@@ -200,6 +231,7 @@ fn mutation_tlbsync_on_other_cpu() {
     let cfg = Config {
         kernel_faults: KernelFaults {
             tlbsync_on_other_cpu: true,
+            ..KernelFaults::default()
         },
         ..Config::new(Backend::Invlpgb, true)
     };
@@ -222,6 +254,48 @@ fn mutation_partial_flush_without_generation_check() {
         "partial flush when new != local + 1",
         mutated(Backend::Ipi, Fault::PartialFlushWithoutGenerationCheck),
         17,
+        200,
+    );
+}
+
+#[test]
+fn mutation_pge_left_off() {
+    let cfg = Config {
+        kernel_faults: KernelFaults {
+            pge_left_off: true,
+            ..KernelFaults::default()
+        },
+        ..cpu_state(Backend::Ipi, true, false, true)
+    };
+    caught("CR4.PGE left off", cfg, 18, 200);
+}
+
+#[test]
+fn mutation_everything_by_cr3_reload() {
+    caught(
+        "flush everything by a CR3 reload",
+        mutated(Backend::Ipi, Fault::EverythingByCr3Reload),
+        19,
+        200,
+    );
+}
+
+#[test]
+fn mutation_invlpg_for_another_pcid() {
+    caught(
+        "INVLPG for a PCID that is not loaded",
+        mutated(Backend::Software, Fault::InvlpgForOtherPcid),
+        20,
+        200,
+    );
+}
+
+#[test]
+fn mutation_kernel_page_by_pcid_invpcid() {
+    caught(
+        "kernel range flushed with a PCID-scoped INVPCID",
+        mutated(Backend::Software, Fault::KernelPageByPcidInvpcid),
+        21,
         200,
     );
 }

@@ -8,7 +8,7 @@ use crate::sched::{Sched, splitmix, yield_now};
 use crate::world::PageTable;
 use mm::{
     AddressSpaceTlb, Asid, CounterSnapshot, CpuTlbState, FIRST_GLOBAL_ASID, Fault, FlushBatch,
-    FlushRange, TlbConfig, TlbHardware, TlbSystem,
+    FlushRange, TlbConfig, TlbHardware, TlbSystem, instructions::LocalTlb,
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -22,7 +22,12 @@ pub struct Config {
     pub cpus: usize,
     pub spaces: usize,
     pub ops_per_cpu: u64,
+    /// CR4.PCIDE.
     pub pcid: bool,
+    /// CR4.PGE (kernel pages cached global) as the kernel tells `mm`.
+    pub pge: bool,
+    /// Whether the CPUs have INVPCID.
+    pub invpcid: bool,
     pub backend: Backend,
     pub faults: Vec<Fault>,
     pub kernel_faults: KernelFaults,
@@ -55,6 +60,8 @@ impl Config {
             spaces: 3,
             ops_per_cpu: 2500,
             pcid,
+            pge: true,
+            invpcid: pcid,
             backend,
             faults: Vec::new(),
             kernel_faults: KernelFaults::default(),
@@ -136,7 +143,12 @@ pub fn run(cfg: &Config, seed: u64) -> Outcome {
     for &f in &cfg.faults {
         sys.faults().set(f, true);
     }
-    let m = Machine::new(sys, cfg.pcid, cfg.backend, cfg.kernel_faults);
+    let state = LocalTlb {
+        pcide: cfg.pcid,
+        pge: cfg.pge,
+        invpcid: cfg.invpcid,
+    };
+    let m = Machine::new(sys, state, cfg.backend, cfg.kernel_faults);
     m.world.roots.lock().unwrap().insert(
         KERNEL_ROOT,
         Arc::new(PageTable {
