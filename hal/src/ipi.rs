@@ -22,8 +22,8 @@
 //!   [`ANSWER_TIMEOUT`] is reported, with the CPUs that did not answer,
 //!   instead of being waited for forever. Each such CPU is also sent a
 //!   non-maskable interrupt, which it takes even with interrupts off, and
-//!   prints where it is stuck: its instruction pointer and backtrace (see
-//!   `crate::exceptions`).
+//!   prints where it is stuck: its instruction pointer and backtrace (the
+//!   kernel's NMI handler asks [`answer_where_stuck`]).
 //!
 //! The work runs with interrupts off on every CPU, the caller's included (as
 //! in an interrupt handler, which is where targets usually run it): it must
@@ -31,7 +31,7 @@
 //!
 //! A call allocates nothing: the request lives on the caller's stack and each
 //! target's inbox holds a reference to it. That is why this module is part of
-//! the architecture layer: the reference outlives the borrow checker's view
+//! the hardware layer, where `unsafe` may live: the reference outlives the borrow checker's view
 //! of it, and [`call_on`] upholds the rule that makes it sound: it does not
 //! return while any CPU can still reach the request. Each target's last access
 //! is removing itself from `pending`; a target that does not answer in time

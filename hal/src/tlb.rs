@@ -180,7 +180,7 @@ pub fn invpcid_everything() {
 static INVLPGB_MAX_PAGES: AtomicU32 = AtomicU32::new(0);
 
 /// Allows [`invlpgb`] and [`tlbsync`] from now on, with at most `max_pages`
-/// pages per instruction. The caller (`tlb::choose`) checked CPUID for a
+/// pages per instruction. The caller (the kernel's mode choice) checked CPUID for a
 /// usable INVLPGB (Zen 3 or later) and turned PCIDs on; this re-checks what
 /// makes the instructions defined at all, and refuses otherwise.
 pub fn enable_invlpgb(max_pages: u32) {

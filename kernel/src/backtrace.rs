@@ -6,8 +6,8 @@
 //!
 //! ```text
 //! backtrace (innermost first):
-//!   #0  0xffffffff800b4ab3 kernel::arch::cpu::read_to_fault+0x13
-//!   #1  0xffffffff800b4ae8 kernel::ktest::selfcheck::page_fault+0x18
+//!   #0  0xffffffff800b4ab3 hal::cpu::read_to_fault+0x13
+//!   #1  0xffffffff800b4ae8 kernel_tests::suites::harness::page_fault+0x18
 //!   ...
 //!   (end: outermost frame)
 //! ```

@@ -17,7 +17,7 @@
 //! ktest: run frames::free_makes_frame_reusable
 //! ktest: ok frames::free_makes_frame_reusable
 //! ktest: run harness::fails
-//! ktest: FAIL harness::fails: kernel/src/ktest/selfcheck.rs:20: 2 + 2 == 5 was false
+//! ktest: FAIL harness::fails: kernel/src/ktest/suites/harness.rs:20: 2 + 2 == 5 was false
 //! ktest: 8 passed, 1 failed
 //! ```
 //!
@@ -45,7 +45,13 @@ pub struct TestFailure {
 
 impl fmt::Display for TestFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: {}", self.file, self.line, self.message)
+        // The build script names suite files by their full path (see
+        // build.rs); from the workspace on is what a reader needs.
+        let file = self
+            .file
+            .find("kernel/src/")
+            .map_or(self.file, |start| &self.file[start..]);
+        write!(f, "{file}:{}: {}", self.line, self.message)
     }
 }
 
