@@ -35,7 +35,7 @@ use crate::{
     cpu_features::CpuFeatures,
     demo, exceptions, fatal, initrd, interrupts, logger, memory,
     smp::{self, SmpSummary},
-    symbols, task, tlb, tlb_latency,
+    symbols, task, tlb,
 };
 
 /// Where the kernel image is mapped: the top 2 GiB of the address space.
@@ -136,7 +136,7 @@ pub fn kernel_main(boot_info: &'static mut BootInfo, tests: Option<&'static Test
         },
     };
     println!("{}", tlb::counters_line());
-    println!("{}", tlb_latency::line());
+    println!("{}", tlb::latency::line());
     exit_qemu(outcome)
 }
 

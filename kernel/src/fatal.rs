@@ -59,7 +59,7 @@ pub fn stop(what: fmt::Arguments<'_>, frame: Option<&TrapFrame>) -> ! {
     announce(what);
     match frame {
         Some(frame) => {
-            crate::exceptions::print_registers(frame);
+            print_registers(frame);
             crate::backtrace::print(frame.rip, frame.rbp);
         }
         None => {
@@ -117,4 +117,41 @@ fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
         ),
         None => stop(format_args!("kernel panic: {}", info.message()), None),
     }
+}
+
+/// Prints every register of `frame` plus CR2, CR3 and CR4.
+fn print_registers(frame: &TrapFrame) {
+    write_emergency(format_args!(
+        "  rip {:#018x}  cs  {:#06x}  rflags {:#010x}  rsp {:#018x}  ss {:#06x}\n\
+         \x20 rax {:#018x}  rbx {:#018x}  rcx {:#018x}  rdx {:#018x}\n\
+         \x20 rsi {:#018x}  rdi {:#018x}  rbp {:#018x}  r8  {:#018x}\n\
+         \x20 r9  {:#018x}  r10 {:#018x}  r11 {:#018x}  r12 {:#018x}\n\
+         \x20 r13 {:#018x}  r14 {:#018x}  r15 {:#018x}\n\
+         \x20 vector {}  error code {:#x}  cr2 {:#018x}  cr3 {:#018x}  cr4 {:#x}\n",
+        frame.rip,
+        frame.cs,
+        frame.rflags,
+        frame.rsp,
+        frame.ss,
+        frame.rax,
+        frame.rbx,
+        frame.rcx,
+        frame.rdx,
+        frame.rsi,
+        frame.rdi,
+        frame.rbp,
+        frame.r8,
+        frame.r9,
+        frame.r10,
+        frame.r11,
+        frame.r12,
+        frame.r13,
+        frame.r14,
+        frame.r15,
+        frame.vector,
+        frame.error_code,
+        cpu::page_fault_address(),
+        cpu::cr3_raw(),
+        cpu::cr4_raw(),
+    ));
 }

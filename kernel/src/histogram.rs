@@ -7,7 +7,7 @@
 //! at most 12.5% above the true value and never below it. Nothing decides
 //! anything from these numbers, so no ordering is needed.
 //!
-//! Pure: unit-tested on the host. [`crate::tlb_latency`] keeps two of them,
+//! Pure: unit-tested on the host. [`crate::tlb::latency`] keeps two of them,
 //! for the kernel's shootdown latency.
 
 use core::{

@@ -56,18 +56,5 @@ macro_rules! on_the_machine {
 }
 
 on_the_machine!(
-    backtrace,
-    banner,
-    boot,
-    demo,
-    exceptions,
-    fatal,
-    interrupts,
-    logger,
-    memory,
-    smp,
-    task,
-    tlb,
-    tlb_broadcast,
-    tlb_latency,
+    backtrace, banner, boot, demo, exceptions, fatal, interrupts, logger, memory, smp, task, tlb,
 );

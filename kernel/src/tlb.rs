@@ -23,6 +23,10 @@
 //! CR3 loads. QEMU's TCG has no PCID, so there every CR3 load flushes and
 //! `mm` tracks its ASIDs in software only; the decisions are the same.
 
+
+pub mod broadcast;
+pub mod latency;
+
 use alloc::{string::String, vec::Vec};
 
 use mm::{
@@ -34,7 +38,7 @@ use mm::{
 use spin::Once;
 use x86_64::PhysAddr;
 
-pub use crate::tlb_broadcast::KernelBroadcast;
+pub use broadcast::KernelBroadcast;
 use crate::{
     cpu_features::CpuFeatures,
     smp,
@@ -182,9 +186,9 @@ pub fn flush_range(space: &AddressSpaceTlb, start: u64, end: u64, freed_tables: 
 }
 
 /// Runs the flush request `flush`, recording how long it took
-/// ([`crate::tlb_latency`]).
+/// ([`latency`]).
 fn timed(flush: impl FnOnce()) {
-    let timing = crate::tlb_latency::Timing::start();
+    let timing = latency::Timing::start();
     flush();
     timing.finish();
 }
