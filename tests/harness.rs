@@ -318,6 +318,18 @@ fn default_run_prints_banner_runs_the_demo_and_powers_off() {
         "{}",
         run.describe()
     );
+    // The promotion phase runs by default, with the software broadcast
+    // backend lent to it on a CPU without INVLPGB.
+    assert!(
+        run.printed("tlbtest promote: cpus=4 promoted=yes"),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        run.printed("demo:   4 CPUs, promoted   broadcast-sw"),
+        "the summary table names the promoted phase's mode\n{}",
+        run.describe()
+    );
     assert!(
         run.printed("tlbtest pageout: pages=256"),
         "{}",

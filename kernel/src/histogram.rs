@@ -80,10 +80,16 @@ impl Histogram {
         self.max.fetch_max(ns, Ordering::Relaxed);
     }
 
+    /// How many samples each bucket holds now.
+    pub fn counts(&self) -> Counts {
+        Counts {
+            buckets: core::array::from_fn(|index| self.buckets[index].load(Ordering::Relaxed)),
+        }
+    }
+
     /// Count, median, 99th percentile and maximum of what was recorded.
     pub fn summary(&self) -> Summary {
-        let counts: [u64; BUCKETS] =
-            core::array::from_fn(|index| self.buckets[index].load(Ordering::Relaxed));
+        let counts = self.counts().buckets;
         let count = counts.iter().sum();
         // `record` bumps the bucket before the maximum, so a concurrent
         // sample can be counted before its maximum is seen: take the
@@ -102,6 +108,41 @@ impl Histogram {
             p99_ns: percentile(99, 100),
             max_ns: max,
         }
+    }
+}
+
+/// A histogram's bucket counts at one moment: the difference of two tells
+/// what was recorded in between (the demo's per-phase medians).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Counts {
+    buckets: [u64; BUCKETS],
+}
+
+impl Counts {
+    /// What was recorded after `earlier` (counts only grow).
+    pub fn since(&self, earlier: &Counts) -> Counts {
+        Counts {
+            buckets: core::array::from_fn(|index| {
+                self.buckets[index].saturating_sub(earlier.buckets[index])
+            }),
+        }
+    }
+
+    /// Both sets of samples together.
+    pub fn plus(&self, other: &Counts) -> Counts {
+        Counts {
+            buckets: core::array::from_fn(|index| self.buckets[index] + other.buckets[index]),
+        }
+    }
+
+    /// How many samples there are.
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+
+    /// The median, as the upper edge of its bucket; `None` without samples.
+    pub fn median_ns(&self) -> Option<u64> {
+        percentile(&self.buckets, self.count(), 1, 2)
     }
 }
 

@@ -101,8 +101,8 @@ pub trait TlbHardware {
     /// is borrowed for the duration of the call; the kernel may pass its address around.
     fn send_flush_ipis(&self, targets: &CpuSet, request: &FlushRequest<'_>);
 
-    /// The broadcast backend, if the kernel chose one at boot. The choice must not change
-    /// while any address space has a global ASID.
+    /// The broadcast backend, if the kernel chose one. The choice must not change while any
+    /// address space has a global ASID ([`crate::TlbSystem::global_asids_in_use`] is 0).
     fn broadcast(&self) -> Option<&Self::Broadcast>;
 
     /// Runs `f` with interrupts disabled on this CPU (restoring the previous state after).

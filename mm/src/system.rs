@@ -185,6 +185,14 @@ impl<'a> TlbSystem<'a> {
         self.asids.lock().available()
     }
 
+    /// Global ASIDs that address spaces hold now. While it is 0 no CPU runs a global ASID,
+    /// so the kernel may switch its broadcast backend on or off (see
+    /// [`crate::TlbHardware::broadcast`]).
+    pub fn global_asids_in_use(&self) -> usize {
+        let asids = self.asids.lock();
+        usize::from(asids.limit() - crate::asid::FIRST_GLOBAL_ASID) - asids.available()
+    }
+
     /// The deliberate-bug switches (tests and demonstrations only).
     #[doc(hidden)]
     pub fn faults(&self) -> &Faults {

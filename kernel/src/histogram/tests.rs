@@ -115,3 +115,29 @@ fn empty_and_single_valued() {
         assert_eq!(summary.max_ns, Some(value), "value {value}");
     }
 }
+
+#[test]
+fn counts_since_an_earlier_moment() {
+    let histogram = Histogram::new();
+    for value in [100, 100, 100] {
+        histogram.record(value);
+    }
+    let earlier = histogram.counts();
+    for value in [5000, 5000, 5000, 100] {
+        histogram.record(value);
+    }
+    let recent = histogram.counts().since(&earlier);
+    assert_eq!(recent.count(), 4);
+    let median = recent
+        .median_ns()
+        .unwrap_or_else(|| panic!("four samples, no median"));
+    assert!(
+        (5000..=5000 + 5000 / 8).contains(&median),
+        "median {median} of three 5000s and one 100"
+    );
+    assert_eq!(earlier.plus(&recent), histogram.counts());
+    assert_eq!(
+        histogram.counts().since(&histogram.counts()).median_ns(),
+        None
+    );
+}

@@ -44,7 +44,10 @@
 use alloc::string::String;
 use core::sync::atomic::Ordering;
 
-use crate::{histogram::Histogram, tlb};
+use crate::{
+    histogram::{Counts, Histogram},
+    tlb,
+};
 use hal::percpu;
 use hal::time;
 
@@ -87,6 +90,12 @@ impl Timing {
             LOCAL.record(took);
         }
     }
+}
+
+/// Every flush request timed so far, remote and local together, to tell
+/// what a stretch of work cost (see [`Counts::since`]).
+pub fn all_requests() -> Counts {
+    REMOTE.counts().plus(&LOCAL.counts())
 }
 
 /// Both distributions since boot, as one parsable line.
