@@ -100,7 +100,7 @@ pub fn kernel_main(boot_info: &'static mut BootInfo, tests: Option<&'static Test
                 .map_err(|error| alloc::format!("bad ramdisk archive: {error}"))
         })
         .unwrap_or_else(|error| fatal::reject(format_args!("ramdisk: {error}")));
-    let options = read_command_line().unwrap_or_else(|error| {
+    let options = read_command_line(hal::kernel_image::file(boot_info)).unwrap_or_else(|error| {
         fatal::reject(format_args!("rejected kernel command line: {error}"))
     });
     logger::set_level(options.log_level);
@@ -148,13 +148,29 @@ pub fn detect_cpu_features() -> CpuFeatures {
     })
 }
 
-/// Reads the command line from QEMU's fw_cfg. A machine without fw_cfg or
-/// without the file boots with the defaults.
-fn read_command_line() -> Result<cmdline::Options, cmdline::CmdlineError> {
+/// Reads the command line from QEMU's fw_cfg; a machine without fw_cfg
+/// (Bochs) reads the command-line slot of the kernel's file `kernel_file`
+/// instead ([`cmdline::SLOT`]). No file, or an empty slot, means the
+/// defaults.
+fn read_command_line(
+    kernel_file: Option<&[u8]>,
+) -> Result<cmdline::Options, cmdline::CmdlineError> {
     let mut buffer = vec![0; cmdline::MAX_LENGTH];
     let length = match hal::fw_cfg::read_file(cmdline::FW_CFG_FILE, &mut buffer) {
         Ok(length) => length,
-        Err(FwCfgError::NoDevice | FwCfgError::NotFound) => 0,
+        Err(FwCfgError::NotFound) => 0,
+        Err(FwCfgError::NoDevice) => {
+            let line = kernel_file
+                .and_then(cmdline::find_in_slot)
+                .unwrap_or_default();
+            if !line.is_empty() {
+                println!(
+                    "cmdline: no fw_cfg; from the kernel image's slot: {}",
+                    String::from_utf8_lossy(line)
+                );
+            }
+            return cmdline::parse_bytes(line);
+        }
         Err(FwCfgError::TooLarge { size, .. }) => {
             return Err(cmdline::CmdlineError::TooLong { size });
         }

@@ -17,7 +17,8 @@
 //!   as `mm`'s CPU sets, and what each interrupt does;
 //! - [`exceptions`], [`fatal`], [`backtrace`] and [`symbols`]: how faults
 //!   and panics are reported, down to the names of the functions involved;
-//! - [`cmdline`]: the options, read from QEMU's fw_cfg;
+//! - [`cmdline`]: the options, read from QEMU's fw_cfg (or, without it, the
+//!   image's command-line slot);
 //!
 //! The decisions about TLBs live in the separate, host-testable `mm` crate.
 //!

@@ -1,8 +1,10 @@
 //! Host tests of the parser.
 
-use alloc::{string::String, vec};
+use alloc::{string::String, vec, vec::Vec};
 
-use super::{CmdlineError, Options, Workload, parse};
+use super::{
+    CmdlineError, Options, SLOT_CAPACITY, SLOT_END, SLOT_START, Workload, find_in_slot, parse,
+};
 use crate::tlb_mode::{ModeRequest, TlbOptions};
 
 #[test]
@@ -89,4 +91,44 @@ fn error_lists_known_options() {
         "message was: {message}"
     );
     assert!(message.contains("run=<") && message.contains("test=<") && message.contains("log=<"));
+}
+
+/// A file with `junk` bytes, then a slot holding `line`, then more junk.
+fn file_with_slot(junk: usize, line: &[u8]) -> Vec<u8> {
+    let mut file = vec![0xcc; junk];
+    file.extend_from_slice(&SLOT_START);
+    let mut field = vec![0; SLOT_CAPACITY];
+    field[..line.len()].copy_from_slice(line);
+    file.extend_from_slice(&field);
+    file.extend_from_slice(&SLOT_END);
+    file.extend_from_slice(&[0xcc; 7]);
+    file
+}
+
+#[test]
+fn the_slot_holds_the_command_line_up_to_the_first_nul() {
+    assert_eq!(
+        find_in_slot(&file_with_slot(33, b"exec=coherence:50,2")),
+        Some(&b"exec=coherence:50,2"[..])
+    );
+    assert_eq!(find_in_slot(&file_with_slot(0, b"")), Some(&b""[..]));
+    let full = vec![b'x'; SLOT_CAPACITY];
+    assert_eq!(find_in_slot(&file_with_slot(1, &full)), Some(&full[..]));
+}
+
+#[test]
+fn a_marker_without_its_partner_is_no_slot() {
+    assert_eq!(find_in_slot(b"no slot here"), None);
+    // The start marker alone, or the end marker in the wrong place.
+    let mut file = file_with_slot(5, b"log=debug");
+    file.truncate(file.len() - 8);
+    assert_eq!(find_in_slot(&file), None);
+    let mut file = SLOT_START.to_vec();
+    file.extend_from_slice(&SLOT_END);
+    assert_eq!(find_in_slot(&file), None);
+    // The runner's copy is the first complete slot; a stray start marker
+    // before it does not hide it.
+    let mut file = SLOT_START.to_vec();
+    file.extend_from_slice(&file_with_slot(3, b"run=list"));
+    assert_eq!(find_in_slot(&file), Some(&b"run=list"[..]));
 }
