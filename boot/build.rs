@@ -13,7 +13,10 @@
 #[path = "build/ramdisk.rs"]
 mod ramdisk;
 
-use std::path::{Path, PathBuf};
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
 
 use bootloader::{BootConfig, DiskImageBuilder};
 
@@ -35,8 +38,44 @@ fn main() {
             std::env::var_os(format!("CARGO_BIN_FILE_KERNEL_{binary}"))
                 .expect("cargo did not build the kernel artifact (is `-Z bindeps` enabled?)"),
         );
-        write_images(&kernel, &ramdisk, &out_dir, name, variable);
+        println!("cargo:rerun-if-changed={}", kernel.display());
+        // The ELF with DWARF is what a debugger loads.
+        println!("cargo:rustc-env={variable}_ELF={}", kernel.display());
+        let stripped = out_dir.join(format!("{name}.elf"));
+        strip_debug_info(&kernel, &stripped);
+        write_images(&stripped, &ramdisk, &out_dir, name, variable);
     }
+}
+
+/// Copies `kernel` to `stripped` without its DWARF sections (`.symtab`
+/// stays: the kernel reads it for backtraces), with the toolchain's
+/// `llvm-objcopy` (the `llvm-tools-preview` component rust-toolchain.toml
+/// installs).
+fn strip_debug_info(kernel: &Path, stripped: &Path) {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let sysroot = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .unwrap_or_else(|error| panic!("running {} --print sysroot: {error}", Path::new(&rustc).display()));
+    let sysroot = String::from_utf8(sysroot.stdout).expect("the sysroot path is UTF-8");
+    let host = std::env::var("HOST").expect("cargo sets HOST");
+    let objcopy = Path::new(sysroot.trim())
+        .join("lib/rustlib")
+        .join(host)
+        .join("bin/llvm-objcopy");
+    let status = Command::new(&objcopy)
+        .arg("--strip-debug")
+        .arg(kernel)
+        .arg(stripped)
+        .status()
+        .unwrap_or_else(|error| {
+            panic!(
+                "running {}: {error} (is the llvm-tools-preview component installed? \
+                 `rustup component add llvm-tools-preview`)",
+                objcopy.display()
+            )
+        });
+    assert!(status.success(), "{} failed: {status}", objcopy.display());
 }
 
 /// Wraps `kernel` and `ramdisk` into a BIOS and a UEFI disk image named
@@ -64,7 +103,6 @@ fn write_images(kernel: &Path, ramdisk: &Path, out_dir: &Path, name: &str, varia
 
     println!("cargo:rustc-env={variable}_BIOS_IMAGE={}", bios.display());
     println!("cargo:rustc-env={variable}_UEFI_IMAGE={}", uefi.display());
-    println!("cargo:rerun-if-changed={}", kernel.display());
 }
 
 /// Packs every user program into the ramdisk archive at `path`, so that a new

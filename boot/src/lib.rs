@@ -27,3 +27,10 @@ pub const TESTS_BIOS_IMAGE: &str = env!("KERNEL_TESTS_BIOS_IMAGE");
 
 /// The UEFI disk image of the kernel with its in-kernel tests.
 pub const TESTS_UEFI_IMAGE: &str = env!("KERNEL_TESTS_UEFI_IMAGE");
+
+/// The ELF of the `kernel` image with DWARF, for a debugger (the disk
+/// images hold a copy without the DWARF).
+pub const KERNEL_ELF: &str = env!("KERNEL_ELF");
+
+/// The ELF of the `kernel-tests` image with DWARF.
+pub const KERNEL_TESTS_ELF: &str = env!("KERNEL_TESTS_ELF");
