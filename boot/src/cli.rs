@@ -11,13 +11,13 @@
 //! command word. A new command is one more variant of `Command` and one
 //! more arm in [`main`].
 
-use std::{process::ExitCode, time::Duration};
+use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use clap::{Args, Parser, Subcommand};
 
 use crate::{
     bench::{self, BenchCommand},
-    qemu::{self, Accelerator, Firmware, Outcome, QemuConfig},
+    qemu::{self, Accelerator, Firmware, Outcome, Qemu, QemuConfig, QemuPathError},
 };
 
 /// Boot the shootdown teaching kernel in QEMU.
@@ -37,8 +37,9 @@ struct Cli {
 enum Command {
     /// Run a benchmark: one boot per configuration and repeat, then tables
     /// (and optionally CSV and SVG). Use `--release`.
+    // Boxed: its machine options make it much larger than the others.
     #[command(subcommand)]
-    Bench(BenchCommand),
+    Bench(Box<BenchCommand>),
     /// Run the system-call fuzzer: seeded hostile system calls from several
     /// threads on several CPUs.
     Fuzz(crate::fuzz::FuzzArgs),
@@ -48,6 +49,16 @@ enum Command {
 /// chooses its own way).
 #[derive(Clone, Debug, Args)]
 pub struct MachineArgs {
+    /// The QEMU binary [default: qemu-system-x86_64 from PATH]. A binary
+    /// PREFIX/usr/bin/qemu-system-x86_64 of an unpacked prefix runs with
+    /// that prefix's settings, as with --qemu-prefix PREFIX.
+    #[arg(long, value_name = "PATH", value_parser = parse_qemu_program)]
+    qemu: Option<Qemu>,
+    /// Run the QEMU unpacked (dpkg-deb -x) into DIR, such as QEMU 10 from
+    /// bookworm-backports that `.ci/qemu10` unpacks into target/qemu10: its
+    /// binary, with QEMU_MODULE_DIR and -L set to the prefix's directories.
+    #[arg(long, value_name = "DIR", value_parser = parse_qemu_prefix, conflicts_with = "qemu")]
+    qemu_prefix: Option<Qemu>,
     /// QEMU CPU model [default: EPYC-Milan under TCG, host under KVM].
     #[arg(long)]
     cpu: Option<String>,
@@ -66,6 +77,8 @@ impl Default for MachineArgs {
     fn default() -> Self {
         let config = QemuConfig::default();
         Self {
+            qemu: None,
+            qemu_prefix: None,
             cpu: config.cpu_model,
             memory: config.memory,
             accel: config.accelerator,
@@ -78,6 +91,11 @@ impl MachineArgs {
     /// A QEMU configuration for this machine (other fields as defaults).
     pub fn qemu_config(&self) -> QemuConfig {
         QemuConfig {
+            qemu: self
+                .qemu
+                .clone()
+                .or_else(|| self.qemu_prefix.clone())
+                .unwrap_or_default(),
             cpu_model: self.cpu.clone(),
             memory: self.memory.clone(),
             accelerator: self.accel,
@@ -110,6 +128,16 @@ struct BootArgs {
     stall_timeout: Option<u64>,
     /// Kernel command line words (key=value).
     kernel_options: Vec<String>,
+}
+
+/// Checks `--qemu` before anything boots.
+fn parse_qemu_program(text: &str) -> Result<Qemu, QemuPathError> {
+    Qemu::from_program(PathBuf::from(text))
+}
+
+/// Checks `--qemu-prefix` before anything boots.
+fn parse_qemu_prefix(text: &str) -> Result<Qemu, QemuPathError> {
+    Qemu::from_prefix(PathBuf::from(text))
 }
 
 /// Accepts a number with an optional K, M or G suffix, as QEMU's `-m` does.
@@ -165,8 +193,11 @@ fn boot(args: BootArgs) -> ExitCode {
     let entry = run.kernel_entry.map_or("never".to_string(), |time| {
         format!("{:.2} s", time.as_secs_f64())
     });
+    // The version's first word ("10.0.2"); QEMU started, so it answers.
+    let version = config.qemu.version().unwrap_or_default();
+    let version = version.split_whitespace().next().unwrap_or("?");
     eprintln!(
-        "runner: {} CPUs, {}; kernel entered after {entry}, run took {:.2} s: {}",
+        "runner: {} CPUs, {}, QEMU {version}; kernel entered after {entry}, run took {:.2} s: {}",
         config.cpus,
         config.effective_cpu_model(),
         run.elapsed.as_secs_f64(),
