@@ -181,7 +181,10 @@ fn boot(args: BootArgs) -> ExitCode {
         ..args.machine.qemu_config()
     };
     if config.gdb {
-        eprintln!("runner: waiting for GDB on tcp::1234 (gdb -ex 'target remote :1234')");
+        eprintln!(
+            "runner: QEMU waits for a debugger on tcp::1234; attach one, with symbols and source:"
+        );
+        eprintln!("  {}", debugger_command(&config));
     }
     let run = match qemu::run(&config) {
         Ok(run) => run,
@@ -212,4 +215,20 @@ fn boot(args: BootArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Where the bootloader maps the kernel image (the kernel's
+/// `BOOTLOADER_CONFIG` asks for this fixed address); the kernel ELF is
+/// position-independent and linked at 0, so a debugger must add it.
+const KERNEL_LOAD_ADDRESS: u64 = 0xffff_ffff_8000_0000;
+
+/// The command that attaches GDB to a run started with `--gdb`: the ELF
+/// with DWARF of the image this run boots, at its load address.
+fn debugger_command(config: &QemuConfig) -> String {
+    let elf = if config.wants_tests() {
+        crate::KERNEL_TESTS_ELF
+    } else {
+        crate::KERNEL_ELF
+    };
+    format!("gdb -q -ex 'symbol-file -o {KERNEL_LOAD_ADDRESS:#x} {elf}' -ex 'target remote :1234'")
 }
