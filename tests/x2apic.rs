@@ -1,0 +1,280 @@
+//! The x2APIC path (`hal/src/apic.rs`, AP start-up in `hal/src/smp.rs`),
+//! under QEMU 10, whose TCG emulates x2APIC; Debian bookworm's QEMU 7.2,
+//! which every other tier runs, does not.
+//!
+//! QEMU 10 comes from bookworm-backports, unpacked into a private prefix by
+//! `.ci/qemu10`; `.ci/run` names that prefix in `SHOOTDOWN_QEMU10`. Without
+//! the variable each test says it was skipped and passes, so that a plain
+//! `cargo test` needs only the default QEMU. By hand:
+//!
+//! ```sh
+//! SHOOTDOWN_QEMU10=$(.ci/qemu10) cargo test --test x2apic
+//! cargo run -- --qemu-prefix target/qemu10 --cpu EPYC-Milan,+x2apic test=ipi::
+//! ```
+//!
+//! Each boot asks for x2APIC in one of the two ways QEMU offers
+//! (`EPYC-Milan,+x2apic`, and `max`), checks that the banner says the CPUs
+//! run their local APICs in x2APIC mode, and runs what depends on the APIC:
+//! the in-kernel IPI, SMP, timer, scheduler and kernel-stack shootdown tests,
+//! promotion with broadcast flushes, and the coherence stress with targeted
+//! IPIs. A boot with plain `EPYC-Milan` on the same QEMU is the control: it
+//! must run xAPIC.
+
+use std::{io::Write, time::Duration};
+
+use boot::{
+    qemu::{self, Outcome, Qemu, QemuConfig, Run},
+    report::TestOutcome,
+};
+
+/// The environment variable that names QEMU 10's prefix.
+const PREFIX_VARIABLE: &str = "SHOOTDOWN_QEMU10";
+
+/// The in-kernel tests that exercise the local APIC: cross-calls and the
+/// unanswered-call NMI, bring-up and per-CPU timers, scheduling IPIs, and a
+/// kernel-range shootdown.
+const APIC_TESTS: [&str; 4] = ["ipi::", "smp::", "kernel_stack::", "sched::"];
+
+const X2APIC_FEATURE: &str = "  x2APIC   yes  IPIs through MSRs";
+const X2APIC_MODE: &str = "local APIC x2APIC (MSRs)";
+const XAPIC_FEATURE: &str = "  x2APIC   no   IPIs through MSRs";
+const XAPIC_MODE: &str = "local APIC xAPIC (MMIO, uncached)";
+
+/// QEMU 10 from `SHOOTDOWN_QEMU10`, or `None` (with a line saying why the
+/// test is skipped) when the variable is unset or empty. A set variable
+/// that names no usable prefix fails the test.
+///
+/// The line goes straight to stderr: the test harness captures `println!`
+/// of a passing test, and a skip must not look like a pass.
+fn qemu10() -> Option<Qemu> {
+    match std::env::var_os(PREFIX_VARIABLE) {
+        Some(prefix) if !prefix.is_empty() => Some(
+            Qemu::from_prefix(&prefix).unwrap_or_else(|error| panic!("{PREFIX_VARIABLE}: {error}")),
+        ),
+        _ => {
+            // libtest names each test's thread after the test.
+            let test = std::thread::current()
+                .name()
+                .unwrap_or("x2apic")
+                .to_string();
+            let _ = writeln!(
+                std::io::stderr(),
+                "{test}: skipped: {PREFIX_VARIABLE} is not set (.ci/run installs QEMU 10)"
+            );
+            None
+        }
+    }
+}
+
+/// What one boot is: a CPU model, a CPU count and a kernel command line.
+struct Boot<'a> {
+    cpu: &'a str,
+    cpus: u32,
+    cmdline: &'a str,
+}
+
+impl Boot<'_> {
+    /// Boots under `qemu`; returns the run and a label for messages.
+    fn run(&self, qemu: &Qemu) -> (Run, String) {
+        let version = qemu
+            .version()
+            .unwrap_or_else(|error| panic!("{PREFIX_VARIABLE}: {error}"));
+        let label = format!(
+            "QEMU {version}, -cpu {} -smp {}, '{}'",
+            self.cpu, self.cpus, self.cmdline
+        );
+        let config = QemuConfig::default()
+            .qemu(qemu.clone())
+            .cpu_model(self.cpu)
+            .cpus(self.cpus)
+            .cmdline(self.cmdline)
+            .timeout(Duration::from_secs(240))
+            .stall_timeout(Duration::from_secs(60));
+        let run = qemu::run(&config)
+            .unwrap_or_else(|error| panic!("{label}: cannot boot the kernel: {error}"));
+        (run, label)
+    }
+}
+
+/// Checks that every CPU came up and that the banner reports the APIC
+/// mode: `feature` is the x2APIC line of the feature list, `mode` what the
+/// `cpus:` line says.
+fn assert_banner(run: &Run, label: &str, cpus: u32, feature: &str, mode: &str) {
+    assert!(
+        run.printed(feature),
+        "{label}: no '{feature}' line\n{}",
+        run.describe()
+    );
+    let online = format!("cpus: {cpus}/{cpus} CPUs online");
+    assert!(
+        run.serial
+            .iter()
+            .any(|line| line.starts_with(&online) && line.ends_with(mode)),
+        "{label}: no '{online} ... {mode}' line\n{}",
+        run.describe()
+    );
+}
+
+/// Boots `cpu` at `cpus` CPUs with the APIC tests, and checks the banner
+/// and that every selected test ran and passed.
+fn apic_tests(qemu: &Qemu, cpu: &str, cpus: u32, feature: &str, mode: &str) {
+    let cmdline = format!("test={}", APIC_TESTS.join(","));
+    let (run, label) = Boot {
+        cpu,
+        cpus,
+        cmdline: &cmdline,
+    }
+    .run(qemu);
+    assert_banner(&run, &label, cpus, feature, mode);
+    let report = run.test_report();
+    let failed: Vec<String> = report
+        .results
+        .iter()
+        .filter_map(|(name, outcome)| match outcome {
+            TestOutcome::Passed => None,
+            TestOutcome::Failed(reason) => Some(format!("{name}: {reason}")),
+        })
+        .collect();
+    assert!(
+        failed.is_empty() && report.unfinished.is_none(),
+        "{label}: failed {failed:?}, unfinished {:?}\n{}",
+        report.unfinished,
+        run.describe()
+    );
+    for area in APIC_TESTS {
+        assert!(
+            report
+                .results
+                .iter()
+                .any(|(name, _)| name.starts_with(area)),
+            "{label}: no {area} test ran\n{}",
+            run.describe()
+        );
+    }
+    assert_eq!(
+        report.summary,
+        Some((report.results.len(), 0)),
+        "{label}: summary\n{}",
+        run.describe()
+    );
+    assert_eq!(run.outcome, Outcome::Success, "{label}\n{}", run.describe());
+}
+
+/// The value of `key=` in the first serial line starting with `prefix`.
+fn field(run: &Run, label: &str, prefix: &str, key: &str) -> String {
+    let line = run
+        .serial
+        .iter()
+        .find(|line| line.starts_with(prefix))
+        .unwrap_or_else(|| {
+            panic!(
+                "{label}: no line starting with '{prefix}'\n{}",
+                run.describe()
+            )
+        });
+    line.split_whitespace()
+        .find_map(|word| word.strip_prefix(key)?.strip_prefix('='))
+        .unwrap_or_else(|| panic!("{label}: no {key}= in '{line}'"))
+        .to_string()
+}
+
+fn number(run: &Run, label: &str, prefix: &str, key: &str) -> u64 {
+    field(run, label, prefix, key)
+        .parse()
+        .unwrap_or_else(|_| panic!("{label}: {key} is not a number\n{}", run.describe()))
+}
+
+#[test]
+fn epyc_milan_with_x2apic_passes_the_apic_tests_on_4_cpus() {
+    let Some(qemu) = qemu10() else { return };
+    apic_tests(&qemu, "EPYC-Milan,+x2apic", 4, X2APIC_FEATURE, X2APIC_MODE);
+}
+
+#[test]
+fn cpu_max_passes_the_apic_tests_on_4_cpus_in_x2apic_mode() {
+    let Some(qemu) = qemu10() else { return };
+    apic_tests(&qemu, "max", 4, X2APIC_FEATURE, X2APIC_MODE);
+}
+
+#[test]
+fn epyc_milan_with_x2apic_passes_the_apic_tests_on_2_cpus() {
+    let Some(qemu) = qemu10() else { return };
+    apic_tests(&qemu, "EPYC-Milan,+x2apic", 2, X2APIC_FEATURE, X2APIC_MODE);
+}
+
+#[test]
+fn control_plain_epyc_milan_on_qemu10_runs_xapic() {
+    let Some(qemu) = qemu10() else { return };
+    apic_tests(&qemu, "EPYC-Milan", 4, XAPIC_FEATURE, XAPIC_MODE);
+}
+
+/// Promotion needs four CPUs running the process at once; its flushes then
+/// go out as broadcasts, and the transition's IPIs went through the x2APIC.
+#[test]
+fn x2apic_promotes_four_busy_cpus_to_a_global_asid() {
+    let Some(qemu) = qemu10() else { return };
+    let (run, label) = Boot {
+        cpu: "EPYC-Milan,+x2apic",
+        cpus: 4,
+        cmdline: "tlb=broadcast-sw exec=tlbtest:promote,4,20",
+    }
+    .run(&qemu);
+    assert_banner(&run, &label, 4, X2APIC_FEATURE, X2APIC_MODE);
+    assert_eq!(run.outcome, Outcome::Success, "{label}\n{}", run.describe());
+    let line = "tlbtest promote:";
+    assert_eq!(
+        field(&run, &label, line, "promoted"),
+        "yes",
+        "{label}\n{}",
+        run.describe()
+    );
+    assert_eq!(
+        number(&run, &label, line, "transitions_finished"),
+        1,
+        "{label}\n{}",
+        run.describe()
+    );
+    assert_eq!(
+        number(&run, &label, line, "ipis_sent"),
+        0,
+        "{label}: flushes after promotion sent targeted IPIs\n{}",
+        run.describe()
+    );
+    assert!(
+        number(&run, &label, line, "broadcast_ops") >= 20,
+        "{label}\n{}",
+        run.describe()
+    );
+}
+
+/// Every flush of the coherence stress reaches the other CPUs as a targeted
+/// IPI through the x2APIC's ICR; a lost or early one shows as a stale read.
+#[test]
+fn x2apic_targeted_ipis_keep_the_coherence_stress_coherent() {
+    let Some(qemu) = qemu10() else { return };
+    let rounds = 1000;
+    let cmdline = format!("tlb=ipi exec=coherence:{rounds},4");
+    let (run, label) = Boot {
+        cpu: "max",
+        cpus: 4,
+        cmdline: &cmdline,
+    }
+    .run(&qemu);
+    assert_banner(&run, &label, 4, X2APIC_FEATURE, X2APIC_MODE);
+    assert!(
+        run.printed(&format!("coherence: {rounds} rounds, 3 readers")),
+        "{label}: no summary\n{}",
+        run.describe()
+    );
+    assert!(
+        run.printed("0 stale reads, 0 lost writes"),
+        "{label}: incoherent\n{}",
+        run.describe()
+    );
+    assert_eq!(run.outcome, Outcome::Success, "{label}\n{}", run.describe());
+    assert!(
+        number(&run, &label, "tlb-counters: mode=ipi", "ipis_sent") > 0,
+        "{label}: the stress sent no IPI\n{}",
+        run.describe()
+    );
+}
