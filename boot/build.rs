@@ -56,7 +56,12 @@ fn strip_debug_info(kernel: &Path, stripped: &Path) {
     let sysroot = Command::new(&rustc)
         .args(["--print", "sysroot"])
         .output()
-        .unwrap_or_else(|error| panic!("running {} --print sysroot: {error}", Path::new(&rustc).display()));
+        .unwrap_or_else(|error| {
+            panic!(
+                "running {} --print sysroot: {error}",
+                Path::new(&rustc).display()
+            )
+        });
     let sysroot = String::from_utf8(sysroot.stdout).expect("the sysroot path is UTF-8");
     let host = std::env::var("HOST").expect("cargo sets HOST");
     let objcopy = Path::new(sysroot.trim())
