@@ -130,6 +130,11 @@ impl BochsConfig {
         self
     }
 
+    pub fn cpu_model(mut self, model: impl Into<String>) -> Self {
+        self.cpu_model = model.into();
+        self
+    }
+
     pub fn cmdline(mut self, cmdline: impl Into<String>) -> Self {
         self.cmdline = cmdline.into();
         self
