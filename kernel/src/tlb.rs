@@ -314,9 +314,6 @@ pub fn counters_line() -> String {
     )
 }
 
-
-/// The zero-sized handle `mm` calls back into; every method acts on the
-/// CPU that runs it.
 /// Executes one local TLB instruction, as `mm::instructions::select` chose
 /// it: the kernel decides nothing here.
 fn execute(instruction: Instruction) {
@@ -334,6 +331,8 @@ fn execute(instruction: Instruction) {
     }
 }
 
+/// The zero-sized handle `mm` calls back into; every method acts on the
+/// CPU that runs it.
 pub struct KernelTlb;
 
 impl TlbHardware for KernelTlb {

@@ -97,7 +97,7 @@ pub enum Instruction {
     LoadCr3 {
         /// The page-table root.
         root: u64,
-        /// CR3[11:0] (0 without PCIDE).
+        /// CR3 bits 11:0 (0 without PCIDE).
         pcid: Pcid,
         /// Bit 63: keep the PCID's entries.
         keep: bool,
