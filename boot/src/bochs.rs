@@ -47,7 +47,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::report::TestReport;
+use crate::report::{self, TestReport};
 
 /// What the kernel prints last when the run passed and nothing ends the
 /// emulator for it (`hal::qemu_exit::exit_qemu`).
@@ -79,8 +79,7 @@ const VGA_BIOS: &str = "/usr/share/vgabios/vgabios.bin";
 /// How often the runner looks at the serial file and the clock.
 const POLL_INTERVAL: Duration = Duration::from_millis(200);
 
-/// How many lines of serial output, and of Bochs's log, a failure shows.
-const TAIL_LINES: usize = 40;
+/// How many lines of Bochs's log a failure shows.
 const LOG_TAIL_LINES: usize = 15;
 
 /// Everything that describes one Bochs run.
@@ -250,24 +249,18 @@ impl Run {
 
     /// Whether any serial line contains `text`.
     pub fn printed(&self, text: &str) -> bool {
-        self.serial.iter().any(|line| line.contains(text))
+        report::printed(&self.serial, text)
     }
 
     /// The outcome, the last serial lines and the end of Bochs's log, for
     /// failure messages.
     pub fn describe(&self) -> String {
-        let skip = self.serial.len().saturating_sub(TAIL_LINES);
         let mut text = format!(
-            "Bochs run ended after {:.1} s: {}\nlast {} serial lines:\n",
+            "Bochs run ended after {:.1} s: {}\n{}",
             self.elapsed.as_secs_f64(),
             self.outcome,
-            self.serial.len() - skip
+            report::serial_tail(&self.serial)
         );
-        for line in &self.serial[skip..] {
-            text.push_str("  | ");
-            text.push_str(line);
-            text.push('\n');
-        }
         if !self.log_tail.is_empty() {
             text.push_str("end of Bochs's log:\n");
             for line in &self.log_tail {

@@ -23,7 +23,7 @@ use std::{
 
 use wait_timeout::ChildExt;
 
-use crate::report::TestReport;
+use crate::report::{self, TestReport};
 
 /// QEMU's exit status when the kernel reports success (`0x10 << 1 | 1`).
 pub const EXIT_SUCCESS: i32 = 33;
@@ -49,9 +49,6 @@ const PREFIX_DATA_DIRS: [&str; 2] = ["usr/share/qemu", "usr/share/seabios"];
 
 /// How often the runner checks the timeouts.
 const POLL_INTERVAL: Duration = Duration::from_millis(200);
-
-/// How many lines of serial output a failure shows.
-const TAIL_LINES: usize = 40;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Accelerator {
@@ -533,23 +530,17 @@ impl Run {
 
     /// Whether any serial line contains `text`.
     pub fn printed(&self, text: &str) -> bool {
-        self.serial.iter().any(|line| line.contains(text))
+        report::printed(&self.serial, text)
     }
 
     /// The outcome, the last serial lines and QEMU's stderr, for failure
     /// messages.
     pub fn describe(&self) -> String {
-        let skip = self.serial.len().saturating_sub(TAIL_LINES);
         let mut text = format!(
-            "run ended: {}\nlast {} serial lines:\n",
+            "run ended: {}\n{}",
             self.outcome,
-            self.serial.len() - skip
+            report::serial_tail(&self.serial)
         );
-        for line in &self.serial[skip..] {
-            text.push_str("  | ");
-            text.push_str(line);
-            text.push('\n');
-        }
         if !self.qemu_stderr.trim().is_empty() {
             text.push_str("QEMU stderr:\n");
             text.push_str(&self.qemu_stderr);

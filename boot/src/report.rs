@@ -87,6 +87,27 @@ fn parse_summary(text: &str) -> Option<(usize, usize)> {
     ))
 }
 
+/// How many of the last serial lines a failure message shows.
+const TAIL_LINES: usize = 40;
+
+/// Whether any of the kernel's serial `lines` contains `text`.
+pub fn printed(lines: &[String], text: &str) -> bool {
+    lines.iter().any(|line| line.contains(text))
+}
+
+/// The last serial lines, indented, under a line saying how many: the body
+/// of every runner's failure message.
+pub fn serial_tail(lines: &[String]) -> String {
+    let skip = lines.len().saturating_sub(TAIL_LINES);
+    let mut text = format!("last {} serial lines:\n", lines.len() - skip);
+    for line in &lines[skip..] {
+        text.push_str("  | ");
+        text.push_str(line);
+        text.push('\n');
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
