@@ -37,14 +37,29 @@ pub fn without_interrupts<R>(f: impl FnOnce() -> R) -> R {
 /// Reads eight bytes at `address`, which the caller expects the kernel may
 /// not read (unmapped, or a user page under SMAP), so that the read raises a
 /// page fault. Exists to test the fault path.
+///
+/// The load is one instruction of inline assembly rather than a volatile
+/// read: the read's debug alignment check gives the optimiser a branch to
+/// move the frame set-up behind, and a fault before the frame is set up
+/// would hide the caller from the crash report's backtrace.
+#[inline(never)]
 pub fn read_to_fault(address: u64) -> u64 {
-    // Callers pass an address the kernel may not read, so the read faults
+    let value: u64;
+    // Callers pass an address the kernel may not read, so the load faults
     // and the fatal path ends the run before any value is produced. Were it
-    // readable after all, a volatile `u64` read of it yields some bit pattern
-    // (every pattern is a valid `u64`) and changes nothing: no Rust object
-    // lives at such an address.
-    // SAFETY: the read faults, or reads a valid u64 and changes nothing.
-    unsafe { core::ptr::read_volatile(address as *const u64) }
+    // readable after all, loading eight bytes from it yields some bit
+    // pattern (every pattern is a valid `u64`) and writes nothing: no Rust
+    // object lives at such an address.
+    // SAFETY: the load faults, or reads a valid u64 and changes nothing.
+    unsafe {
+        core::arch::asm!(
+            "mov {value}, qword ptr [{address}]",
+            value = out(reg) value,
+            address = in(reg) address,
+            options(nostack, readonly, preserves_flags),
+        );
+    }
+    value
 }
 
 /// Enables maskable interrupts on this CPU.
