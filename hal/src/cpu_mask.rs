@@ -128,14 +128,6 @@ impl Iterator for CpuMaskIter {
     }
 }
 
-impl FromIterator<CpuIndex> for CpuMask {
-    fn from_iter<I: IntoIterator<Item = CpuIndex>>(cpus: I) -> Self {
-        let mut mask = Self::new();
-        cpus.into_iter().for_each(|cpu| mask.insert(cpu));
-        mask
-    }
-}
-
 /// A CPU set several CPUs update at once (one atomic per 64 CPUs).
 pub struct AtomicCpuMask {
     words: [AtomicU64; MASK_WORDS],
