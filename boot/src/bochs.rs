@@ -147,11 +147,7 @@ impl BochsConfig {
     /// The BIOS image to boot: the test image when the command line asks
     /// for the in-kernel tests (as in [`crate::qemu::QemuConfig::image`]).
     pub fn image(&self) -> &'static str {
-        let wants_tests = self
-            .cmdline
-            .split_whitespace()
-            .any(|word| word == "run=tests" || word == "run=list" || word.starts_with("test="));
-        if wants_tests {
+        if crate::cmdline_wants_tests(&self.cmdline) {
             crate::TESTS_BIOS_IMAGE
         } else {
             crate::BIOS_IMAGE

@@ -16,6 +16,15 @@ pub mod fuzz;
 pub mod qemu;
 pub mod report;
 
+/// Whether a kernel command line asks for the in-kernel tests (`run=tests`,
+/// `run=list` or `test=...`), which only the `kernel-tests` image has: every
+/// runner boots that image for such a command line.
+pub fn cmdline_wants_tests(cmdline: &str) -> bool {
+    cmdline
+        .split_whitespace()
+        .any(|word| word == "run=tests" || word == "run=list" || word.starts_with("test="))
+}
+
 /// The BIOS disk image of the kernel built with this crate.
 pub const BIOS_IMAGE: &str = env!("KERNEL_BIOS_IMAGE");
 

@@ -341,9 +341,7 @@ impl QemuConfig {
     /// (`run=tests`, `run=list` or `test=...`), which only the
     /// `kernel-tests` image has.
     pub fn wants_tests(&self) -> bool {
-        self.cmdline
-            .split_whitespace()
-            .any(|word| word == "run=tests" || word == "run=list" || word.starts_with("test="))
+        crate::cmdline_wants_tests(&self.cmdline)
     }
 
     /// The disk image to boot: the test image when the command line asks
