@@ -14,6 +14,9 @@ use crate::tsc;
 struct Clock {
     tsc_hz: u64,
     boot_tsc: u64,
+    /// Nanoseconds per TSC tick, times 2^32: converting is a multiply and a
+    /// shift, not a 128-bit division (the clock is read in every wait loop).
+    ns_per_tick_fixed: u64,
 }
 
 static CLOCK: Once<Clock> = Once::new();
@@ -22,7 +25,14 @@ static CLOCK: Once<Clock> = Once::new();
 pub fn init() -> Result<u64, tsc::CalibrationFailed> {
     let boot_tsc = tsc::read();
     let tsc_hz = tsc::measure_hz()?;
-    Ok(CLOCK.call_once(|| Clock { tsc_hz, boot_tsc }).tsc_hz)
+    let ns_per_tick_fixed = ((1_000_000_000u128 << 32) / u128::from(tsc_hz.max(1))) as u64;
+    Ok(CLOCK
+        .call_once(|| Clock {
+            tsc_hz,
+            boot_tsc,
+            ns_per_tick_fixed,
+        })
+        .tsc_hz)
 }
 
 fn clock() -> &'static Clock {
@@ -33,23 +43,34 @@ fn clock() -> &'static Clock {
 
 /// Nanoseconds since [`init`].
 pub fn now_ns() -> u64 {
-    let clock = clock();
-    let ticks = tsc::read().saturating_sub(clock.boot_tsc);
-    (u128::from(ticks) * 1_000_000_000 / u128::from(clock.tsc_hz)) as u64
+    ticks_to_ns(tsc::read().saturating_sub(clock().boot_tsc))
 }
 
-/// A point in time, for bounded waits.
+/// The TSC now: a timestamp that costs one instruction, for intervals
+/// measured on hot paths and converted later with [`ticks_to_ns`].
+pub fn ticks() -> u64 {
+    tsc::read()
+}
+
+/// An interval of `ticks` TSC ticks in nanoseconds.
+pub fn ticks_to_ns(ticks: u64) -> u64 {
+    ((u128::from(ticks) * u128::from(clock().ns_per_tick_fixed)) >> 32) as u64
+}
+
+/// A point in time, for bounded waits: a TSC value, so that checking it in
+/// a spin loop costs one instruction and a compare.
 #[derive(Clone, Copy, Debug)]
 pub struct Deadline(u64);
 
 impl Deadline {
     /// `after` from now.
     pub fn after(after: Duration) -> Self {
-        Self(now_ns().saturating_add(after.as_nanos() as u64))
+        let ticks = u128::from(clock().tsc_hz) * after.as_nanos() / 1_000_000_000;
+        Self(tsc::read().saturating_add(u64::try_from(ticks).unwrap_or(u64::MAX)))
     }
 
     pub fn has_passed(&self) -> bool {
-        now_ns() >= self.0
+        tsc::read() >= self.0
     }
 }
 
