@@ -114,10 +114,20 @@ fn tlb_flush2_threads_in_both_modes() {
         match run["tasks"].as_str() {
             // One thread: the one-CPU shortcut, never an IPI.
             "1" => assert_eq!(ipis, 0.0, "{run:?}"),
-            // Two running threads: discards reach the other CPU.
-            _ => assert!(ipis > 0.0, "{run:?}"),
+            // Two running threads: discards reach the other CPU, and each
+            // shootdown's steps were timed.
+            _ => {
+                assert!(ipis > 0.0, "{run:?}");
+                for step in ["bookkeeping_ns", "send_ns", "delivery_ns", "handler_ns"] {
+                    assert!(number(run, step) > 0.0, "{step}: {run:?}");
+                }
+            }
         }
     }
+    assert!(
+        table.contains("one shootdown step by step") && table.contains("| bookkeeping | send "),
+        "{table}"
+    );
     let plot = std::fs::read_to_string(&svg).expect("the SVG plot");
     assert!(
         plot.starts_with("<svg") && plot.contains("<polyline"),
@@ -128,8 +138,9 @@ fn tlb_flush2_threads_in_both_modes() {
 #[test]
 fn tlb_flush2_processes_never_need_remote_flushes() {
     let csv = scratch("bench-processes.csv");
-    bench(&[
+    let report = bench(&[
         "tlb_flush2",
+        "--profile",
         "--processes",
         "--smp",
         "2",
@@ -152,6 +163,17 @@ fn tlb_flush2_processes_never_need_remote_flushes() {
     assert!(number(run, "iterations") > 0.0, "{run:?}");
     assert_eq!(number(run, "failed_tasks"), 0.0, "{run:?}");
     assert_eq!(number(run, "ipis_sent_per_iter"), 0.0, "{run:?}");
+    // --profile: the run's profile, named and printed for its cell.
+    assert!(
+        report.contains("tasks=2 mode=ipi: profile") && report.contains("where the time went: "),
+        "{report}"
+    );
+    let named_rows = report
+        .lines()
+        .filter(|line| line.contains("kernel::") || line.contains("hal::"))
+        .count();
+    assert!(named_rows >= 3, "kernel functions by name: {report}");
+    assert!(report.contains("[user]"), "{report}");
 }
 
 #[test]

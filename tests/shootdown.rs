@@ -60,6 +60,63 @@ fn coherence(mode: &str, cpus: u32, rounds: u32) {
         "{}",
         run.describe()
     );
+    assert!(
+        !run.serial.iter().any(|line| line.starts_with("profile: ")),
+        "no profile without profile=on\n{}",
+        run.describe()
+    );
+}
+
+/// The profiler on a shootdown loop: as many samples as its rate says, the
+/// kernel's functions by name (the initiator's wait for acknowledgements
+/// among them), ring 3 as its own row, and the steps of the shootdowns.
+#[test]
+fn the_profiler_names_where_a_shootdown_loop_spends_its_time() {
+    const HZ: f64 = 2000.0;
+    let run = boot(2, "tlb=ipi profile=2000 exec=tlb_flush2:threads,2,200,1500");
+    assert_eq!(run.outcome, Outcome::Success, "{}", run.describe());
+    assert!(
+        run.printed("sampling profiler at 2000 Hz per CPU"),
+        "{}",
+        run.describe()
+    );
+    let line = run
+        .serial
+        .iter()
+        .find(|line| line.starts_with("profile: "))
+        .unwrap_or_else(|| panic!("no profile: line\n{}", run.describe()));
+    let profile = kernel::profile::Profile::parse_line(line)
+        .unwrap_or_else(|error| panic!("{error:?}: {line}"));
+    let expected = HZ * profile.seconds * 2.0;
+    let samples = profile.samples() as f64;
+    assert!(
+        (0.5 * expected..=1.1 * expected).contains(&samples),
+        "{samples} samples in {} s on 2 CPUs at {HZ} Hz: {line}",
+        profile.seconds
+    );
+    let share = |name: &str| {
+        profile
+            .rows
+            .iter()
+            .find(|row| row.name == name)
+            .map_or(0.0, |row| row.samples as f64 / samples)
+    };
+    assert!(share("[user]") > 0.0, "{line}");
+    assert!(
+        share("hal::ipi::call_on_within") > 0.005,
+        "the wait for acknowledgements: {line}"
+    );
+    assert!(
+        share("[unknown]") < 0.05,
+        "kernel samples without a name: {line}"
+    );
+    assert!(run.printed("where the time went: "), "{}", run.describe());
+    assert!(
+        number(&run, "tlb-breakdown:", "requests") > 100,
+        "{}",
+        run.describe()
+    );
+    number(&run, "tlb-breakdown:", "delivery_ns");
 }
 
 #[test]

@@ -37,14 +37,18 @@
 //! is removing itself from `pending`; a target that does not answer in time
 //! is retracted from its inbox (under the inbox lock) before it could start.
 
-use core::{fmt, sync::atomic::Ordering, time::Duration};
+use core::{
+    fmt,
+    sync::atomic::{AtomicU64, Ordering},
+    time::Duration,
+};
 
 use crate::{
     apic::{IpiKind, LocalApic},
     cpu::without_interrupts,
     cpu_mask::{AtomicCpuMask, CpuMask},
     percpu, smp,
-    time::Deadline,
+    time::{self, Deadline},
     vectors,
 };
 
@@ -65,6 +69,36 @@ pub struct CrossCall<'a> {
     work: &'a (dyn Fn() + Sync),
     /// Targets that have not finished `work` yet.
     pending: AtomicCpuMask,
+    /// The TSC when the last target began `work`, and when the last one
+    /// finished it (each target raises them), for [`CallSteps`].
+    last_started: AtomicU64,
+    last_finished: AtomicU64,
+}
+
+/// Where the time of one answered call went, as the caller saw it, in
+/// nanoseconds. The steps follow each other on the call's critical path,
+/// the target that answered last:
+///
+/// `send` (queue the request, write the ICR, for every target), then
+/// `delivery` (the IPI travels and the last target enters its handler),
+/// `handler` (from the last target starting `work` until the last one
+/// finished it: the handler's run when there is one target), then
+/// `acknowledge` (until the caller, spinning, sees the last answer).
+/// `own_work` is the part of the wait the caller spent on `work` itself
+/// when it was a target (overlapping delivery and handler).
+///
+/// Timestamps of different CPUs are compared: this assumes their TSCs run
+/// in step, as [`crate::time`] does; a step that would come out negative is
+/// 0.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallSteps {
+    pub send_ns: u64,
+    pub delivery_ns: u64,
+    pub handler_ns: u64,
+    pub acknowledge_ns: u64,
+    pub own_work_ns: u64,
+    /// How many other CPUs were sent an IPI (0: no step but `own_work`).
+    pub targets: u32,
 }
 
 /// How inboxes hold a request: see the module docs for why `'static` is
@@ -96,10 +130,10 @@ impl fmt::Display for Unanswered {
 }
 
 /// Runs `work` on every online CPU in `targets` (including this one, if it is
-/// a target) and returns when all have finished it. On `Err`, the listed
-/// CPUs did not start it within [`ANSWER_TIMEOUT`], never ran it and never
-/// will.
-pub fn call_on(targets: &CpuMask, work: &(dyn Fn() + Sync)) -> Result<(), Unanswered> {
+/// a target) and returns when all have finished it, with where the time
+/// went. On `Err`, the listed CPUs did not start it within
+/// [`ANSWER_TIMEOUT`], never ran it and never will.
+pub fn call_on(targets: &CpuMask, work: &(dyn Fn() + Sync)) -> Result<CallSteps, Unanswered> {
     call_on_within(targets, work, ANSWER_TIMEOUT)
 }
 
@@ -108,20 +142,27 @@ pub fn call_on_within(
     targets: &CpuMask,
     work: &(dyn Fn() + Sync),
     timeout: Duration,
-) -> Result<(), Unanswered> {
+) -> Result<CallSteps, Unanswered> {
     let me = percpu::current();
     let remote = targets.intersection(&smp::online()).without(me.index);
     let run_here = targets.contains(me.index);
     if remote.is_empty() {
+        let started = time::ticks();
         if run_here {
             without_interrupts(work);
         }
-        return Ok(());
+        return Ok(CallSteps {
+            own_work_ns: time::ticks_to_ns(time::ticks().saturating_sub(started)),
+            ..CallSteps::default()
+        });
     }
 
+    let send_started = time::ticks();
     let call = CrossCall {
         work,
         pending: AtomicCpuMask::new(),
+        last_started: AtomicU64::new(0),
+        last_finished: AtomicU64::new(0),
     };
     for cpu in &remote {
         call.pending.insert(cpu, Ordering::Relaxed);
@@ -139,9 +180,11 @@ pub fn call_on_within(
         apic.send(target.apic_id, IpiKind::Fixed(vectors::CROSS_CALL));
         me.count_ipi_sent();
     }
+    let sent = time::ticks();
     if run_here {
         without_interrupts(work);
     }
+    let own_work_done = time::ticks();
 
     let deadline = Deadline::after(timeout);
     let mut unanswered = CpuMask::new();
@@ -155,7 +198,18 @@ pub fn call_on_within(
         core::hint::spin_loop();
     }
     if unanswered.is_empty() {
-        Ok(())
+        let seen = time::ticks();
+        let started = call.last_started.load(Ordering::Relaxed);
+        let finished = call.last_finished.load(Ordering::Relaxed);
+        let ns = |from: u64, to: u64| time::ticks_to_ns(to.saturating_sub(from));
+        Ok(CallSteps {
+            send_ns: ns(send_started, sent),
+            delivery_ns: ns(sent, started),
+            handler_ns: ns(started, finished),
+            acknowledge_ns: ns(finished, seen),
+            own_work_ns: ns(sent, own_work_done),
+            targets: remote.count() as u32,
+        })
     } else {
         ask_where_stuck(&unanswered);
         Err(Unanswered { cpus: unanswered })
@@ -223,8 +277,13 @@ fn retract(call: &CrossCall<'_>, queued: QueuedCall, unanswered: &mut CpuMask) {
 pub fn serve_inbox() {
     let me = percpu::current();
     while let Some(call) = without_interrupts(|| me.inbox.lock().pop_front()) {
+        call.last_started
+            .fetch_max(time::ticks(), Ordering::Relaxed);
         without_interrupts(call.work);
-        // The last access to `call`: after this the caller may return.
+        call.last_finished
+            .fetch_max(time::ticks(), Ordering::Relaxed);
+        // The last access to `call`: after this the caller may return (the
+        // Release also publishes the timestamps).
         call.pending.remove(me.index, Ordering::Release);
     }
 }

@@ -1,22 +1,36 @@
-//! The periodic tick: each CPU's local APIC timer, calibrated once.
+//! The periodic timer interrupt: each CPU's local APIC timer, calibrated
+//! once.
 //!
 //! The APIC timer counts down at a rate the architecture does not specify,
 //! so the boot CPU lets it run for 10 ms of TSC time and counts. Every CPU
 //! then programs the same period.
+//!
+//! The scheduler wants [`TICK_HZ`] ticks a second. The kernel's sampling
+//! profiler wants more interrupts than that (a thousand or more a second),
+//! so the rate is the kernel's choice ([`set_rate`], before any CPU starts
+//! its timer) and the kernel turns every n-th interrupt into a scheduler
+//! tick. Without a profiler the rate is the tick.
 
-use core::time::Duration;
+use core::{
+    sync::atomic::{AtomicU32, Ordering},
+    time::Duration,
+};
 
 use spin::Once;
 
 use crate::{apic::LocalApic, time, vectors};
 
-/// Timer interrupts per second on every CPU.
+/// Scheduler ticks per second on every CPU.
 pub const TICK_HZ: u64 = 100;
 
 const CALIBRATION: Duration = Duration::from_millis(10);
 
-/// APIC timer counts per tick.
-static PERIOD: Once<u32> = Once::new();
+/// APIC timer counts per second (divided by 16), measured once.
+static COUNTS_PER_SECOND: Once<u64> = Once::new();
+
+/// APIC timer counts between two interrupts; 0 until [`set_rate`] or the
+/// first [`start`].
+static PERIOD: AtomicU32 = AtomicU32::new(0);
 
 /// Measures the APIC timer rate on this (the boot) CPU. Returns counts per
 /// second.
@@ -25,14 +39,33 @@ pub fn calibrate(apic: &LocalApic) -> u64 {
     time::delay(CALIBRATION);
     let counted = u64::from(u32::MAX - apic.timer_count());
     let per_second = counted * (1000 / CALIBRATION.as_millis() as u64);
-    PERIOD.call_once(|| (per_second / TICK_HZ).clamp(1, u64::from(u32::MAX)) as u32);
-    per_second
+    *COUNTS_PER_SECOND.call_once(|| per_second)
 }
 
-/// Starts the periodic tick on this CPU.
-pub fn start(apic: &LocalApic) {
-    let period = *PERIOD
+/// Sets how many timer interrupts a second every CPU gets from now on (at
+/// its next [`start`]); [`TICK_HZ`] if never called. Needs [`calibrate`].
+pub fn set_rate(interrupts_per_second: u64) {
+    let per_second = *COUNTS_PER_SECOND
         .get()
-        .expect("timer::calibrate runs before timer::start");
-    apic.start_timer(vectors::TIMER, period, true);
+        .expect("timer::calibrate runs before timer::set_rate");
+    let period = (per_second / interrupts_per_second.max(1)).clamp(1, u64::from(u32::MAX));
+    PERIOD.store(period as u32, Ordering::Relaxed);
+}
+
+/// Starts the periodic timer on this CPU at the rate [`set_rate`] chose.
+pub fn start(apic: &LocalApic) {
+    if PERIOD.load(Ordering::Relaxed) == 0 {
+        set_rate(TICK_HZ);
+    }
+    apic.start_timer(vectors::TIMER, PERIOD.load(Ordering::Relaxed), true);
+}
+
+/// How far this CPU's timer has counted since its last interrupt fired, as
+/// a fraction of the period in 1/256ths (0 = it just fired, 255 = the next
+/// is due). A handler that reads a large value ran late: interrupts were
+/// off when the timer fired.
+pub fn elapsed_since_interrupt(apic: &LocalApic) -> u32 {
+    let period = PERIOD.load(Ordering::Relaxed).max(1);
+    let remaining = apic.timer_count().min(period);
+    ((u64::from(period - remaining) * 256) / u64::from(period)).min(255) as u32
 }

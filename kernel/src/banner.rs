@@ -96,10 +96,13 @@ pub fn print(cpu: &CpuFeatures, memory: &MemorySummary, smp: &SmpSummary, symbol
     println!("tlb: mode {}: {}", smp.tlb.mode, smp.tlb.mode_reason);
     println!("tlb: PCIDs {}", smp.tlb.pcid_reason);
     println!(
-        "clock: TSC {} MHz, APIC timer {} MHz, tick {} Hz",
+        "clock: TSC {} MHz, APIC timer {} MHz, tick {} Hz{}",
         smp.tsc_hz / 1_000_000,
         smp.apic_timer_hz / 1_000_000,
-        hal::timer::TICK_HZ
+        hal::timer::TICK_HZ,
+        crate::profiler::rate().map_or(alloc::string::String::new(), |hz| alloc::format!(
+            ", sampling profiler at {hz} Hz per CPU"
+        ))
     );
     match symbols {
         Some(count) => println!("symbols: {count} in the kernel's symbol table, for backtraces"),

@@ -33,7 +33,7 @@ use crate::{
     acpi, banner,
     cmdline::{self, Workload},
     cpu_features::CpuFeatures,
-    demo, exceptions, fatal, initrd, interrupts, logger, memory,
+    demo, exceptions, fatal, initrd, interrupts, logger, memory, profile, profiler,
     smp::{self, SmpSummary},
     symbols, task, tlb,
 };
@@ -53,6 +53,9 @@ pub const BOOTLOADER_CONFIG: BootloaderConfig = {
     config.kernel_stack_size = 256 * 1024;
     config
 };
+
+/// How many functions the profile's table at the end of a run shows.
+const PROFILE_TABLE_ROWS: usize = 15;
 
 /// What CPU bring-up found, for the banner and the tests.
 pub static SMP_SUMMARY: Once<SmpSummary> = Once::new();
@@ -108,11 +111,12 @@ pub fn kernel_main(boot_info: &'static mut BootInfo, tests: Option<&'static Test
     let cpu = detect_cpu_features();
     let topology = acpi::discover(boot_info.rsdp_addr.into_option(), hal::phys::read_bytes)
         .unwrap_or_else(|error| fatal::reject(format_args!("cannot find the CPUs: {error}")));
-    let smp = start_cpus(&topology, &cpu, &options.tlb)
+    let smp = start_cpus(&topology, &cpu, &options.tlb, options.profile_hz)
         .unwrap_or_else(|error| fatal::reject(format_args!("smp: {error}")));
     let smp = SMP_SUMMARY.call_once(|| smp);
     banner::print(&cpu, &memory, smp, symbol_count);
 
+    profiler::start();
     let outcome = match options.workload {
         Workload::Demo => {
             if demo::run() {
@@ -135,8 +139,13 @@ pub fn kernel_main(boot_info: &'static mut BootInfo, tests: Option<&'static Test
             Err(unmatched) => fatal::reject(format_args!("{unmatched}")),
         },
     };
+    if let Some(profile) = profiler::finish() {
+        println!("{}", profile.table(PROFILE_TABLE_ROWS));
+        println!("{}", profile.line(profile::LINE_ROWS));
+    }
     println!("{}", tlb::counters_line());
     println!("{}", tlb::latency::line());
+    println!("{}", tlb::breakdown::line());
     exit_qemu(outcome)
 }
 
@@ -216,6 +225,7 @@ fn start_cpus(
     topology: &acpi::CpuTopology,
     cpu: &CpuFeatures,
     tlb_options: &crate::tlb_mode::TlbOptions,
+    profile_hz: Option<u32>,
 ) -> Result<SmpSummary, SmpError> {
     hal::pic::disable();
     let tsc_hz = hal::time::init().map_err(|_| SmpError::Clock)?;
@@ -239,6 +249,9 @@ fn start_cpus(
     hal::protection::init(cpu.smep, cpu.smap);
     task::sched::init_boot_cpu();
     let apic_timer_hz = hal::timer::calibrate(&apic);
+    if let Some(hz) = profile_hz {
+        profiler::init(hz, cpu_count);
+    }
     hal::timer::start(&apic);
     hal::smp::mark_this_cpu_online();
     hal::cpu::enable_interrupts();

@@ -14,7 +14,10 @@ use core::fmt;
 
 use log::LevelFilter;
 
-use crate::tlb_mode::{BUGS, ModeRequest, TlbOptions};
+use crate::{
+    profile,
+    tlb_mode::{BUGS, ModeRequest, TlbOptions},
+};
 
 /// The fw_cfg file the runner writes the command line into (the machine
 /// side, `boot`, reads it).
@@ -47,6 +50,8 @@ pub struct Options {
     pub program: Option<(String, String)>,
     /// `tlb=` and `tlb.*=`.
     pub tlb: TlbOptions,
+    /// `profile=`: the sampling rate per CPU, if profiling is on.
+    pub profile_hz: Option<u32>,
 }
 
 impl Default for Options {
@@ -57,6 +62,7 @@ impl Default for Options {
             log_level: LevelFilter::Info,
             program: None,
             tlb: TlbOptions::default(),
+            profile_hz: None,
         }
     }
 }
@@ -131,6 +137,12 @@ const OPTIONS: &[OptionSpec] = &[
         apply: apply_tlb_bug,
     },
     OptionSpec {
+        name: "profile",
+        values: "off | on (1000 samples a second per CPU) | a rate in Hz (100-10000, a multiple of 100): \
+                 sample every CPU and print where the time went",
+        apply: apply_profile,
+    },
+    OptionSpec {
         name: "exec",
         values: "program[:arg,arg,...] from the ramdisk (commas become spaces)",
         apply: apply_exec,
@@ -194,6 +206,21 @@ fn apply_tlb_asids(options: &mut Options, value: &str) -> Result<(), ()> {
 fn apply_tlb_bug(options: &mut Options, value: &str) -> Result<(), ()> {
     let (_, bug) = BUGS.iter().find(|(name, _)| *name == value).ok_or(())?;
     options.tlb.bug = Some(*bug);
+    Ok(())
+}
+
+fn apply_profile(options: &mut Options, value: &str) -> Result<(), ()> {
+    options.profile_hz = match value {
+        "off" => None,
+        "on" => Some(profile::DEFAULT_HZ),
+        rate => Some(
+            rate.parse()
+                .ok()
+                .filter(|hz| (profile::MIN_HZ..=profile::MAX_HZ).contains(hz))
+                .filter(|hz| hz % profile::MIN_HZ == 0)
+                .ok_or(())?,
+        ),
+    };
     Ok(())
 }
 

@@ -11,15 +11,20 @@ pub fn dispatch(frame: &mut TrapFrame) {
     let vector = frame.vector as u8;
     match vector {
         vectors::TIMER => {
-            percpu::current()
-                .ticks
-                .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+            // With the profiler on, the timer runs faster than the tick and
+            // only every n-th interrupt is one.
+            let is_tick = crate::profiler::on_timer_interrupt(frame);
             end_of_interrupt();
-            sched::tick();
-            // Preemption: only ring 3 is ever interrupted mid-time-slice
-            // (the kernel is not preemptible, see `task::sched`).
-            if frame.interrupted_user() {
-                sched::yield_now();
+            if is_tick {
+                percpu::current()
+                    .ticks
+                    .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+                sched::tick();
+                // Preemption: only ring 3 is ever interrupted mid-time-slice
+                // (the kernel is not preemptible, see `task::sched`).
+                if frame.interrupted_user() {
+                    sched::yield_now();
+                }
             }
         }
         vectors::CROSS_CALL => {

@@ -42,6 +42,7 @@ pub mod cpu_features;
 pub mod elf;
 pub mod histogram;
 pub mod initrd;
+pub mod profile;
 pub mod symbols;
 pub mod tlb_mode;
 
@@ -57,5 +58,6 @@ macro_rules! on_the_machine {
 }
 
 on_the_machine!(
-    backtrace, banner, boot, demo, exceptions, fatal, interrupts, logger, memory, smp, task, tlb,
+    backtrace, banner, boot, demo, exceptions, fatal, interrupts, logger, memory, profiler, smp,
+    task, tlb,
 );

@@ -14,7 +14,7 @@ use mm::{CpuId, CpuSet};
 
 
 
-pub use hal::ipi::Unanswered;
+pub use hal::ipi::{CallSteps, Unanswered};
 
 // The two layers must agree on how many CPUs there can be.
 const _: () = assert!(hal::cpu_mask::MAX_CPUS == mm::MAX_CPUS);
@@ -53,7 +53,7 @@ pub fn cpu(index: CpuId) -> Option<&'static PerCpu> {
 
 /// Runs `work` on every online CPU in `targets` (this one included, if it
 /// is a target) and returns when all have finished it; see [`hal::ipi`].
-pub fn call_on(targets: &CpuSet, work: &(dyn Fn() + Sync)) -> Result<(), Unanswered> {
+pub fn call_on(targets: &CpuSet, work: &(dyn Fn() + Sync)) -> Result<CallSteps, Unanswered> {
     ipi::call_on(&to_mask(targets), work)
 }
 
@@ -62,6 +62,6 @@ pub fn call_on_within(
     targets: &CpuSet,
     work: &(dyn Fn() + Sync),
     timeout: Duration,
-) -> Result<(), Unanswered> {
+) -> Result<CallSteps, Unanswered> {
     ipi::call_on_within(&to_mask(targets), work, timeout)
 }

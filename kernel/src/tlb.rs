@@ -24,6 +24,7 @@
 //! `mm` tracks its ASIDs in software only; the decisions are the same.
 
 
+pub mod breakdown;
 pub mod broadcast;
 pub mod latency;
 
@@ -379,13 +380,15 @@ impl TlbHardware for KernelTlb {
             return;
         }
         let handler = || system().handle_flush_ipi(&KernelTlb, request);
-        if let Err(unanswered) = smp::call_on(targets, &handler) {
+        let sending = breakdown::sending();
+        match smp::call_on(targets, &handler) {
+            Ok(steps) => breakdown::ipis_answered(sending, &steps),
             // A translation that may still be in use cannot be given back:
             // stopping with a report is the only safe outcome.
-            crate::fatal::stop(
+            Err(unanswered) => crate::fatal::stop(
                 format_args!("TLB shootdown not acknowledged: {unanswered}"),
                 None,
-            );
+            ),
         }
     }
 

@@ -60,6 +60,7 @@ mod tests {
                     rep: 1,
                 },
                 values: vec![Some(4560.5)],
+                profile: None,
             },
             Sample {
                 step: Step {
@@ -68,6 +69,7 @@ mod tests {
                     rep: 1,
                 },
                 values: vec![None],
+                profile: None,
             },
         ];
         assert_eq!(

@@ -13,7 +13,8 @@
 //!
 //! The parts: `plan` (the grid of runs and their interleaved order),
 //! `runs` (booting and parsing, with a progress line), `stats`
-//! (median and spread), `table`, `csv` and `svg` (the outputs).
+//! (median and spread), `table`, `csv` and `svg` (the outputs), and
+//! `profiles` (`--profile`: the kernel's profiles of each cell, added up).
 //!
 //! Benchmarks are not tests: nothing here judges a time. A run fails only
 //! if the kernel or the program reports a failure, or the numbers cannot
@@ -22,6 +23,7 @@
 mod csv;
 mod pageout;
 mod plan;
+mod profiles;
 mod runs;
 mod stats;
 mod svg;
@@ -79,6 +81,10 @@ pub struct CommonArgs {
     csv: Option<PathBuf>,
     #[command(flatten)]
     machine: MachineArgs,
+    /// Run the kernel's sampling profiler in every run (profile=on) and
+    /// print, per configuration, the profiles of its runs added up.
+    #[arg(long)]
+    profile: bool,
     /// More kernel options for every run (key=value, e.g. tlb.promote=2).
     #[arg(value_name = "KERNEL OPTIONS")]
     kernel_options: Vec<String>,
@@ -99,8 +105,17 @@ impl CommonArgs {
                     "the benchmark sets {key}= itself; use its own options instead"
                 ));
             }
+            if key == "profile" && self.profile {
+                return Err(format!(
+                    "--profile sets profile=on; give '{word}' without --profile instead"
+                ));
+            }
         }
-        Ok(self.kernel_options.join(" "))
+        let mut options = self.kernel_options.clone();
+        if self.profile {
+            options.push(String::from("profile=on"));
+        }
+        Ok(options.join(" "))
     }
 }
 
@@ -167,6 +182,9 @@ fn run(command: &BenchCommand) -> Result<(), String> {
         BenchCommand::Pageout(_) => pageout::report(&plan, &samples),
     };
     println!("{report}");
+    if let Some(profiles) = profiles::report(&plan, &samples) {
+        println!("\n{profiles}");
+    }
     if let Some(path) = &common.csv {
         write_file(path, &csv::write(&plan, &samples), "CSV")?;
     }

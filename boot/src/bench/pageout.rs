@@ -15,7 +15,10 @@ use clap::{Args, ValueEnum};
 
 use super::{
     CommonArgs, TlbMode, distinct,
-    plan::{Config, Format, LATENCY_METRICS, Metric, Plan, Sample, Workload},
+    plan::{
+        BREAKDOWN_KEYS, BREAKDOWN_METRICS, Config, Format, LATENCY_METRICS, Metric, Plan, Sample,
+        Workload,
+    },
     table,
 };
 
@@ -104,6 +107,7 @@ fn metrics() -> Vec<Metric> {
         program("broadcast_ops_per_loop", "broadcasts/loop", Format::Ratio),
     ];
     metrics.extend(LATENCY_METRICS);
+    metrics.extend(BREAKDOWN_METRICS);
     metrics
 }
 
@@ -204,6 +208,12 @@ pub fn report(plan: &Plan, samples: &[Sample]) -> String {
                 "local_median_ns",
             ],
             "counters per loop (measured loops) and flush latency (whole run)",
+        ),
+        table::details(
+            plan,
+            samples,
+            &BREAKDOWN_KEYS,
+            "one shootdown step by step (requests that sent IPIs, whole run; see tlb::breakdown)",
         ),
     ]
     .join("\n")

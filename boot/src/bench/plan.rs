@@ -19,6 +19,8 @@
 
 use std::time::Duration;
 
+use kernel::profile::Profile;
+
 use crate::cli::MachineArgs;
 
 /// Where a metric is read from. Either line may say `none` (nothing to
@@ -30,6 +32,8 @@ pub enum Source {
     Program,
     /// The kernel's closing `tlb-latency:` line.
     Latency,
+    /// The kernel's closing `tlb-breakdown:` line.
+    Breakdown,
 }
 
 /// How a metric's values are printed in tables.
@@ -55,6 +59,16 @@ pub struct Metric {
 }
 
 impl Metric {
+    /// A step of the kernel's breakdown line, in nanoseconds.
+    const fn breakdown(key: &'static str, heading: &'static str) -> Self {
+        Self {
+            key,
+            source: Source::Breakdown,
+            heading,
+            format: Format::Nanos,
+        }
+    }
+
     /// A metric of the program's summary line.
     pub const fn program(key: &'static str, heading: &'static str, format: Format) -> Self {
         Self {
@@ -92,6 +106,27 @@ pub const LATENCY_METRICS: [Metric; 4] = [
         heading: "local p50",
         format: Format::Nanos,
     },
+];
+
+/// The steps of one shootdown, from the kernel's `tlb-breakdown:` line
+/// (medians over the run's requests that sent IPIs).
+pub const BREAKDOWN_METRICS: [Metric; 6] = [
+    Metric::breakdown("bookkeeping_ns", "bookkeeping"),
+    Metric::breakdown("send_ns", "send"),
+    Metric::breakdown("delivery_ns", "delivery"),
+    Metric::breakdown("handler_ns", "handler"),
+    Metric::breakdown("acknowledge_ns", "acknowledge"),
+    Metric::breakdown("finish_ns", "finish"),
+];
+
+/// The keys of [`BREAKDOWN_METRICS`], for a details table.
+pub const BREAKDOWN_KEYS: [&str; 6] = [
+    "bookkeeping_ns",
+    "send_ns",
+    "delivery_ns",
+    "handler_ns",
+    "acknowledge_ns",
+    "finish_ns",
 ];
 
 /// A workload: which program line to read, and which numbers.
@@ -146,6 +181,8 @@ pub struct Step {
 pub struct Sample {
     pub step: Step,
     pub values: Vec<Option<f64>>,
+    /// The run's profile, if it ran with the profiler on.
+    pub profile: Option<Profile>,
 }
 
 impl Plan {

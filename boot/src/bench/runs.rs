@@ -9,6 +9,8 @@
 
 use std::time::{Duration, Instant};
 
+use kernel::profile::Profile;
+
 use super::plan::{Plan, Sample, Source, Step};
 use crate::qemu::{self, Outcome, QemuConfig};
 
@@ -22,6 +24,13 @@ pub fn fields<'a>(serial: &'a [String], prefix: &str) -> Option<Vec<(&'a str, &'
     )
 }
 
+/// Whether a kernel command line turns the profiler on.
+fn profiled(cmdline: &str) -> bool {
+    cmdline
+        .split_whitespace()
+        .any(|word| word.starts_with("profile=") && word != "profile=off")
+}
+
 /// Reads the workload's metrics from one run's serial output.
 pub fn parse(plan: &Plan, step: Step, serial: &[String]) -> Result<Sample, String> {
     let workload = &plan.workload;
@@ -33,11 +42,16 @@ pub fn parse(plan: &Plan, step: Step, serial: &[String]) -> Result<Sample, Strin
     })?;
     let latency = fields(serial, "tlb-latency:")
         .ok_or("no 'tlb-latency:' line (the kernel prints one at the end of every run)")?;
+    // Read only if a metric needs it.
+    let breakdown = fields(serial, "tlb-breakdown:");
     let mut values = Vec::with_capacity(workload.metrics.len());
     for metric in &workload.metrics {
         let line = match metric.source {
             Source::Program => &program,
             Source::Latency => &latency,
+            Source::Breakdown => breakdown.as_ref().ok_or(
+                "no 'tlb-breakdown:' line (the kernel prints one at the end of every run)",
+            )?,
         };
         let text = line
             .iter()
@@ -53,7 +67,23 @@ pub fn parse(plan: &Plan, step: Step, serial: &[String]) -> Result<Sample, Strin
         };
         values.push(value);
     }
-    let sample = Sample { step, values };
+    let profile = match serial.iter().find(|line| line.starts_with("profile: ")) {
+        Some(line) => Some(
+            Profile::parse_line(line)
+                .map_err(|error| format!("unreadable 'profile:' line: {}", error.0))?,
+        ),
+        None if profiled(&plan.config(step).cmdline) => {
+            return Err(String::from(
+                "the run was profiled but printed no 'profile:' line",
+            ));
+        }
+        None => None,
+    };
+    let sample = Sample {
+        step,
+        values,
+        profile,
+    };
     (workload.check)(plan, &sample)?;
     Ok(sample)
 }
@@ -166,6 +196,26 @@ mod tests {
         assert!(no_key.unwrap_err().contains("no x="));
         let not_a_number = parse(&plan, STEP, &lines(&["test: x=1.2.3", "tlb-latency: a=1"]));
         assert!(not_a_number.unwrap_err().contains("not a number"));
+    }
+
+    #[test]
+    fn a_profiled_run_must_print_its_profile() {
+        let mut plan = small_plan(1);
+        let serial = lines(&["test: x=1", "tlb-latency: mode=ipi"]);
+        assert_eq!(parse(&plan, STEP, &serial).unwrap().profile, None);
+        plan.configs[0][1].cmdline = String::from("profile=on exec=x");
+        let missing = parse(&plan, STEP, &serial).unwrap_err();
+        assert!(missing.contains("printed no 'profile:' line"), "{missing}");
+        let mut with_line = serial.clone();
+        with_line.push(String::from(
+            "profile: hz=1000 cpus=2 seconds=1.00 samples=3 kernel=2 user=1 idle=0 late=0 unplaced=0 runs=1 top=2:0 kernel::a; 1:0 [user]",
+        ));
+        let profile = parse(&plan, STEP, &with_line).unwrap().profile.unwrap();
+        assert_eq!((profile.samples(), profile.rows.len()), (3, 2));
+        with_line[2] = String::from("profile: hz=1000");
+        let bad = parse(&plan, STEP, &with_line).unwrap_err();
+        assert!(bad.contains("unreadable 'profile:' line"), "{bad}");
+        assert!(!profiled("profile=off exec=x") && profiled("profile=2000"));
     }
 
     #[test]

@@ -205,6 +205,7 @@ mod tests {
         Sample {
             step: Step { row, column, rep },
             values: vec![Some(x)],
+            profile: None,
         }
     }
 

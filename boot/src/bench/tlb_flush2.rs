@@ -14,7 +14,10 @@ use clap::Args;
 
 use super::{
     CommonArgs, TlbMode, distinct, parse_seconds,
-    plan::{Config, Format, LATENCY_METRICS, Metric, Plan, Sample, Workload},
+    plan::{
+        BREAKDOWN_KEYS, BREAKDOWN_METRICS, Config, Format, LATENCY_METRICS, Metric, Plan, Sample,
+        Workload,
+    },
     stats::Spread,
     svg::{Plot, Series},
     table,
@@ -82,6 +85,7 @@ fn metrics() -> Vec<Metric> {
         program("broadcast_ops_per_iter", "broadcasts/iter", Format::Ratio),
     ];
     metrics.extend(LATENCY_METRICS);
+    metrics.extend(BREAKDOWN_METRICS);
     metrics
 }
 
@@ -187,6 +191,12 @@ pub fn report(plan: &Plan, samples: &[Sample]) -> String {
                 "local_median_ns",
             ],
             "counters per iteration (measured interval) and flush latency (whole run)",
+        ),
+        table::details(
+            plan,
+            samples,
+            &BREAKDOWN_KEYS,
+            "one shootdown step by step (requests that sent IPIs, whole run; see tlb::breakdown)",
         ),
     ]
     .join("\n")

@@ -24,8 +24,13 @@ fn parses_every_option() {
             log_level: log::LevelFilter::Debug,
             program: None,
             tlb: TlbOptions::default(),
+            profile_hz: None,
         })
     );
+    let profile = |line| parse(line).map(|options| options.profile_hz);
+    assert_eq!(profile("profile=on"), Ok(Some(1000)));
+    assert_eq!(profile("profile=4000"), Ok(Some(4000)));
+    assert_eq!(profile("profile=off"), Ok(None));
     let tlb =
         parse("tlb=broadcast-sw tlb.promote=3 tlb.trace=on tlb.batch=off tlb.asids=2 tlb.pcid=off")
             .map(|o| o.tlb);
@@ -77,6 +82,16 @@ fn rejects_bad_input() {
             value: String::from("a,,b")
         })
     );
+    for rate in ["0", "50", "150", "20000", "fast", "-100"] {
+        assert_eq!(
+            parse(&alloc::format!("profile={rate}")),
+            Err(CmdlineError::BadValue {
+                option: "profile",
+                value: String::from(rate)
+            }),
+            "profile={rate}"
+        );
+    }
     assert_eq!(
         parse("log=info log=debug"),
         Err(CmdlineError::Repeated("log"))

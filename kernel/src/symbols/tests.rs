@@ -9,7 +9,7 @@ use ::elf::abi::{
     STT_OBJECT,
 };
 
-use super::find_symbol_table;
+use super::{find_symbol_table, nearest, sorted_code_symbols};
 
 /// A symbol of the hand-made file.
 struct Sym {
@@ -191,6 +191,34 @@ fn reads_a_hand_made_table() {
         assert!(
             find_symbol_table(&bytes, IMAGE_OFFSET).is_none(),
             "{what}: a table was found"
+        );
+    }
+}
+
+/// The sorted index the profiler uses names every address as the linear
+/// lookup the crash reports use does, labels, gaps and ties included.
+#[test]
+fn sorted_lookup_agrees_with_the_linear_one() {
+    let bytes = file();
+    let table = find_symbol_table(&bytes, IMAGE_OFFSET).expect("the hand-made table");
+    let sorted = sorted_code_symbols(&table);
+    assert_eq!(
+        sorted.len(),
+        3,
+        "func, label, last and nothing else: {sorted:?}"
+    );
+    for (address, expected) in LOOKUPS {
+        assert_eq!(
+            nearest(&table, &sorted, IMAGE_OFFSET + address),
+            expected,
+            "at {address:#x}"
+        );
+    }
+    for address in IMAGE_OFFSET - 0x10..IMAGE_OFFSET + 0x1300 {
+        assert_eq!(
+            nearest(&table, &sorted, address),
+            table.lookup(address),
+            "at {address:#x}"
         );
     }
 }

@@ -85,6 +85,12 @@ pub fn current() -> Arc<Thread> {
         .expect("every CPU runs a thread after sched::init")
 }
 
+/// Whether this CPU runs its idle thread (for the profiler, in an interrupt
+/// handler: one relaxed load, no lock).
+pub fn idles_here() -> bool {
+    !this_cpu().busy.load(Ordering::Relaxed)
+}
+
 /// Makes the context running on the boot CPU a thread (the "boot thread",
 /// which runs tests and the demo) and gives the CPU an idle thread.
 pub fn init_boot_cpu() {

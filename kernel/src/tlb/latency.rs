@@ -74,6 +74,7 @@ fn remote_ops(cpu: usize) -> u64 {
 impl Timing {
     pub fn start() -> Self {
         let cpu = percpu::current().index;
+        tlb::breakdown::request_started();
         Self {
             cpu,
             remote_ops: remote_ops(cpu),
@@ -84,6 +85,7 @@ impl Timing {
     /// Records the flush's duration in the remote or local distribution.
     pub fn finish(self) {
         let took = time::now_ns().saturating_sub(self.started_ns);
+        tlb::breakdown::request_finished();
         if remote_ops(self.cpu) != self.remote_ops {
             REMOTE.record(took);
         } else {

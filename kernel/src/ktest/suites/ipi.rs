@@ -154,3 +154,31 @@ pub fn unanswered_call_is_retracted() -> TestResult {
     );
     Ok(())
 }
+
+/// A call's steps are measured where they happen: a handler that spins for
+/// 2 ms shows as a `handler` step of at least 2 ms on the caller's side,
+/// and a call to oneself has no IPI steps at all.
+pub fn call_steps_say_where_the_time_went() -> TestResult {
+    const SPIN: Duration = Duration::from_millis(2);
+    let me = percpu::current().index;
+    let alone = require_ok!(smp::call_on(&CpuSet::single(me), &|| time::delay(SPIN)));
+    check_eq!(alone.targets, 0, "a call to oneself sends no IPI");
+    check!(
+        alone.own_work_ns >= SPIN.as_nanos() as u64 && alone.handler_ns == 0,
+        "a call to oneself is all own work: {alone:?}"
+    );
+    let Some(other) = online().iter().find(|&cpu| cpu != me) else {
+        return Ok(());
+    };
+    let steps = require_ok!(smp::call_on(&CpuSet::single(other), &|| time::delay(SPIN)));
+    check_eq!(steps.targets, 1);
+    check!(
+        steps.handler_ns >= SPIN.as_nanos() as u64,
+        "the target's 2 ms of work is its handler step: {steps:?}"
+    );
+    check!(
+        steps.send_ns < steps.handler_ns && steps.acknowledge_ns < steps.handler_ns,
+        "sending and acknowledging are not where the 2 ms went: {steps:?}"
+    );
+    Ok(())
+}

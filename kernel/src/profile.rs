@@ -1,0 +1,363 @@
+//! What a sampling profile says, and how it is printed and read back.
+//!
+//! The profiler ([`crate::profiler`], on the machine) interrupts every CPU a
+//! thousand or more times a second and notes what it was doing: running
+//! ring 3 (**user**), idling (**idle**), or running kernel code at some
+//! instruction address, which the kernel's own symbol table turns into a
+//! function name. Counting samples per function says where the time went: a
+//! function with 20% of the samples ran for about 20% of the time.
+//!
+//! A profile from the timer has one blind spot, and the report shows it
+//! instead of hiding it: the timer interrupt cannot land while interrupts
+//! are off (the flush IPI handler, the scheduler, every `without_interrupts`
+//! section). It is held until they are turned back on, and the sample then
+//! lands on the instruction after that point. The profiler notices when its
+//! interrupt came late (the APIC timer has counted on since it fired) and
+//! counts such samples in a **late** column: a function with many late
+//! samples is where interrupts-off code *ends*, and the time was spent in
+//! the code just before it.
+//!
+//! This module is pure (built and tested on the host too): the profile's
+//! numbers, the table printed at the end of a run, and the one parsable
+//! `profile:` line that `bench ... --profile` reads back from each run and
+//! adds up ([`Profile::parse_line`], [`Profile::add`]):
+//!
+//! ```text
+//! profile: hz=1000 cpus=4 seconds=5.02 samples=20080 kernel=8123 user=2034 idle=9923 late=120 unplaced=0 top=9923:0 [idle]; 4012:480 kernel::task::vm::fault; ...
+//! ```
+//!
+//! `top=` is last and runs to the end of the line: `samples:late name`
+//! entries separated by `; ` (Rust paths may contain spaces, never `;`).
+
+use alloc::{
+    collections::BTreeMap,
+    format,
+    string::{String, ToString},
+    vec::Vec,
+};
+use core::fmt::Write;
+
+/// The sampling rate of `profile=on`, per CPU.
+pub const DEFAULT_HZ: u32 = 1000;
+
+/// The rates `profile.hz=` accepts: multiples of the scheduler tick, so that
+/// every n-th sample interrupt is a tick.
+pub const MIN_HZ: u32 = 100;
+pub const MAX_HZ: u32 = 10_000;
+
+/// The row name of samples that interrupted ring 3.
+pub const USER: &str = "[user]";
+/// The row name of samples that interrupted an idle CPU.
+pub const IDLE: &str = "[idle]";
+/// The row name of kernel addresses no symbol covers.
+pub const UNKNOWN: &str = "[unknown]";
+
+/// How many functions the parsable line lists (the table shows fewer).
+pub const LINE_ROWS: usize = 40;
+
+/// One CPU's samples by kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuTotals {
+    pub kernel: u64,
+    pub user: u64,
+    pub idle: u64,
+    /// Samples (of any kind) whose interrupt was held off.
+    pub late: u64,
+}
+
+impl CpuTotals {
+    pub fn samples(&self) -> u64 {
+        self.kernel + self.user + self.idle
+    }
+
+    fn plus(&self, other: &Self) -> Self {
+        Self {
+            kernel: self.kernel + other.kernel,
+            user: self.user + other.user,
+            idle: self.idle + other.idle,
+            late: self.late + other.late,
+        }
+    }
+}
+
+/// One row of the profile: a function (or `[user]`, `[idle]`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Row {
+    pub name: String,
+    pub samples: u64,
+    pub late: u64,
+}
+
+/// A whole profile: one run's, or the sum of several.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Profile {
+    /// Samples per second per CPU.
+    pub hz: u32,
+    /// How long sampling ran.
+    pub seconds: f64,
+    /// Per CPU; a sum of runs has no per-CPU part.
+    pub cpus: Vec<CpuTotals>,
+    pub totals: CpuTotals,
+    /// Kernel samples the profiler could not store (its table was full);
+    /// counted in `totals.kernel` but in no row.
+    pub unplaced: u64,
+    /// Most samples first; equal counts by name.
+    pub rows: Vec<Row>,
+    /// How many runs were added up (1 for one run).
+    pub runs: u32,
+}
+
+/// Why a `profile:` line could not be read.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ParseError(pub String);
+
+impl Profile {
+    /// A run's profile from its per-CPU totals and its samples as
+    /// `(row name, samples, late)`: functions, possibly repeated (one entry
+    /// per sampled address), and the [`USER`] and [`IDLE`] rows.
+    pub fn new(
+        hz: u32,
+        seconds: f64,
+        cpus: Vec<CpuTotals>,
+        unplaced: u64,
+        samples: impl IntoIterator<Item = (String, u64, u64)>,
+    ) -> Self {
+        let totals = cpus
+            .iter()
+            .fold(CpuTotals::default(), |sum, cpu| sum.plus(cpu));
+        let mut by_name: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        for (name, samples, late) in samples {
+            let entry = by_name.entry(name).or_default();
+            entry.0 += samples;
+            entry.1 += late;
+        }
+        by_name.retain(|_, (samples, _)| *samples > 0);
+        Self {
+            hz,
+            seconds,
+            cpus,
+            totals,
+            unplaced,
+            rows: sorted_rows(by_name),
+            runs: 1,
+        }
+    }
+
+    /// All samples, of every kind.
+    pub fn samples(&self) -> u64 {
+        self.totals.samples()
+    }
+
+    /// Adds `other` (another run) to this profile: samples and rows are
+    /// summed, seconds too; the per-CPU part is dropped (runs may differ in
+    /// CPUs). Rows a run's line did not list (below its top
+    /// [`LINE_ROWS`]) are missing from the sum, which makes the sum's small
+    /// rows a lower bound.
+    pub fn add(&mut self, other: &Profile) {
+        if self.runs == 0 {
+            *self = other.clone();
+            self.cpus.clear();
+            return;
+        }
+        self.seconds += other.seconds;
+        self.totals = self.totals.plus(&other.totals);
+        self.unplaced += other.unplaced;
+        self.runs += other.runs;
+        self.cpus.clear();
+        let mut by_name: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        for row in self.rows.iter().chain(&other.rows) {
+            let entry = by_name.entry(row.name.clone()).or_default();
+            entry.0 += row.samples;
+            entry.1 += row.late;
+        }
+        self.rows = sorted_rows(by_name);
+    }
+
+    /// The human-readable report: a title, the top `top` rows with their
+    /// share of all samples and of late ones, and a line per CPU.
+    pub fn table(&self, top: usize) -> String {
+        let samples = self.samples();
+        let mut out = String::new();
+        let runs = if self.runs > 1 {
+            format!(", {} runs added up", self.runs)
+        } else {
+            String::new()
+        };
+        let cpus = if self.cpus.is_empty() {
+            String::new()
+        } else {
+            format!(" on {} CPUs", self.cpus.len())
+        };
+        // Writing into a `String` cannot fail.
+        let _ = writeln!(
+            out,
+            "where the time went: {samples} samples at {} Hz{cpus} over {:.2} s{runs}",
+            self.hz, self.seconds
+        );
+        let _ = writeln!(out, "    share  samples   late  function");
+        for row in self.rows.iter().take(top) {
+            let late = if row.late == 0 {
+                String::from("-")
+            } else {
+                percent(row.late, row.samples)
+            };
+            let _ = writeln!(
+                out,
+                "   {:>6}  {:>7}  {:>5}  {}",
+                percent(row.samples, samples),
+                row.samples,
+                late,
+                row.name
+            );
+        }
+        if self.rows.len() > top {
+            let rest: u64 = self.rows[top..].iter().map(|row| row.samples).sum();
+            let _ = writeln!(
+                out,
+                "   {:>6}  {:>7}         ({} more functions)",
+                percent(rest, samples),
+                rest,
+                self.rows.len() - top
+            );
+        }
+        if self.unplaced > 0 {
+            let _ = writeln!(
+                out,
+                "   {:>6}  {:>7}         (kernel samples the profiler had no room for)",
+                percent(self.unplaced, samples),
+                self.unplaced
+            );
+        }
+        for (index, cpu) in self.cpus.iter().enumerate() {
+            let all = cpu.samples();
+            let _ = writeln!(
+                out,
+                "   cpu {index}: kernel {} user {} idle {} ({all} samples, {} late)",
+                percent(cpu.kernel, all),
+                percent(cpu.user, all),
+                percent(cpu.idle, all),
+                percent(cpu.late, all)
+            );
+        }
+        let _ = write!(
+            out,
+            "   late = the timer interrupt was held off by interrupts-off code, \
+             which ended in that function"
+        );
+        out
+    }
+
+    /// The parsable line (module docs), with the top `top` rows.
+    pub fn line(&self, top: usize) -> String {
+        let mut line = format!(
+            "profile: hz={} cpus={} seconds={:.2} samples={} kernel={} user={} idle={} late={} unplaced={} runs={} top=",
+            self.hz,
+            self.cpus.len(),
+            self.seconds,
+            self.samples(),
+            self.totals.kernel,
+            self.totals.user,
+            self.totals.idle,
+            self.totals.late,
+            self.unplaced,
+            self.runs
+        );
+        for (index, row) in self.rows.iter().take(top).enumerate() {
+            if index > 0 {
+                line.push_str("; ");
+            }
+            let _ = write!(line, "{}:{} {}", row.samples, row.late, row.name);
+        }
+        line
+    }
+
+    /// Reads a line printed by [`Profile::line`] (the per-CPU part is not
+    /// in it and stays empty).
+    pub fn parse_line(line: &str) -> Result<Self, ParseError> {
+        let rest = line
+            .strip_prefix("profile: ")
+            .ok_or_else(|| ParseError(String::from("does not start with 'profile: '")))?;
+        let (fields, top) = rest
+            .split_once(" top=")
+            .ok_or_else(|| ParseError(String::from("no top= field")))?;
+        let mut values: BTreeMap<&str, &str> = BTreeMap::new();
+        for word in fields.split_whitespace() {
+            let (key, value) = word
+                .split_once('=')
+                .ok_or_else(|| ParseError(format!("'{word}' is not key=value")))?;
+            values.insert(key, value);
+        }
+        let number = |key: &str| -> Result<u64, ParseError> {
+            values
+                .get(key)
+                .ok_or_else(|| ParseError(format!("no {key}=")))?
+                .parse()
+                .map_err(|_| ParseError(format!("{key}= is not a whole number")))
+        };
+        let seconds: f64 = values
+            .get("seconds")
+            .ok_or_else(|| ParseError(String::from("no seconds=")))?
+            .parse()
+            .map_err(|_| ParseError(String::from("seconds= is not a number")))?;
+        let mut rows = Vec::new();
+        for entry in top.split("; ").filter(|entry| !entry.is_empty()) {
+            let bad = || ParseError(format!("'{entry}' is not 'samples:late name'"));
+            let (counts, name) = entry.split_once(' ').ok_or_else(bad)?;
+            let (samples, late) = counts.split_once(':').ok_or_else(bad)?;
+            rows.push(Row {
+                name: name.to_string(),
+                samples: samples.parse().map_err(|_| bad())?,
+                late: late.parse().map_err(|_| bad())?,
+            });
+        }
+        let totals = CpuTotals {
+            kernel: number("kernel")?,
+            user: number("user")?,
+            idle: number("idle")?,
+            late: number("late")?,
+        };
+        if number("samples")? != totals.samples() {
+            return Err(ParseError(String::from(
+                "samples= is not kernel= + user= + idle=",
+            )));
+        }
+        Ok(Self {
+            hz: u32::try_from(number("hz")?)
+                .map_err(|_| ParseError(String::from("hz= is too large")))?,
+            seconds,
+            cpus: Vec::new(),
+            totals,
+            unplaced: number("unplaced")?,
+            rows,
+            runs: u32::try_from(number("runs")?)
+                .map_err(|_| ParseError(String::from("runs= is too large")))?,
+        })
+    }
+}
+
+/// Rows from `name -> (samples, late)`, most samples first.
+fn sorted_rows(by_name: BTreeMap<String, (u64, u64)>) -> Vec<Row> {
+    let mut rows: Vec<Row> = by_name
+        .into_iter()
+        .map(|(name, (samples, late))| Row {
+            name,
+            samples,
+            late,
+        })
+        .collect();
+    // The map iterates by name, and the sort is stable: equal counts stay
+    // in name order.
+    rows.sort_by_key(|row| core::cmp::Reverse(row.samples));
+    rows
+}
+
+/// `part` of `whole` as `12.3%` (`-` of nothing).
+fn percent(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        return String::from("-");
+    }
+    format!("{:.1}%", part as f64 * 100.0 / whole as f64)
+}
+
+#[cfg(test)]
+mod tests;

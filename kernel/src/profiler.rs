@@ -1,0 +1,262 @@
+//! The sampling profiler (`profile=on`): every CPU's timer interrupt notes
+//! what the CPU was doing, and the end of the run prints where the time
+//! went ([`crate::profile`] says how to read it).
+//!
+//! **How it samples.** The local APIC timer, which already gives the
+//! scheduler its tick, runs faster: at the profile's rate (1000 Hz by
+//! default) instead of [`hal::timer::TICK_HZ`]. Every interrupt is a sample;
+//! every n-th is also the scheduler's tick, so time slices and sleeps do not
+//! change. A sample is the interrupted ring and instruction pointer: ring 3
+//! counts as `[user]`, the idle thread as `[idle]`, anything else by its
+//! address. The timer cannot interrupt code that runs with interrupts off;
+//! such a sample arrives late and is marked so (see [`crate::profile`]).
+//!
+//! **Where samples go.** Each CPU has its own table of addresses and their
+//! counts, written only by that CPU's timer interrupt: no lock, no shared
+//! cache line, nothing allocated while sampling. Addresses are named only
+//! at the end, with the symbol table sorted once ([`SortedSymbols`]), so a
+//! sample costs a hash and an increment, not a search of 5000 symbols. A
+//! table that fills up (more distinct addresses than slots) counts the rest
+//! as unplaced, which the report shows.
+//!
+//! **Off, it costs nothing:** nothing is allocated, the timer runs at the
+//! tick rate, and the timer interrupt pays one load to find no profiler.
+//!
+//! The NMI would see inside interrupts-off code too, but an NMI per sample
+//! needs a source: under QEMU's TCG there is no performance counter to
+//! overflow, and IPIs sent to make NMIs would disturb the very IPIs a
+//! shootdown profile is about. The timer keeps every CPU to itself.
+
+use alloc::{boxed::Box, string::String, vec::Vec};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+use hal::{apic::LocalApic, percpu, time, trap::TrapFrame};
+use spin::Once;
+
+use crate::{
+    profile::{self, CpuTotals, Profile},
+    symbols::SortedSymbols,
+    task::sched,
+};
+
+const _: () = assert!(
+    hal::timer::TICK_HZ == profile::MIN_HZ as u64,
+    "profile rates are multiples of the scheduler tick"
+);
+
+/// Address slots per CPU (a power of two): a run samples a few thousand
+/// distinct addresses.
+const SLOTS: usize = 8192;
+
+/// How many slots an address may be placed away from its hash.
+const PROBES: usize = 64;
+
+/// A sample is late if the timer had counted this far (in 1/256ths of a
+/// period) past its interrupt when the handler ran: a quarter period.
+const LATE_AFTER: u32 = 64;
+
+/// One sampled kernel address and how often it was seen.
+struct Slot {
+    /// 0 while free (no kernel code lives at address 0).
+    address: AtomicU64,
+    samples: AtomicU32,
+    late: AtomicU32,
+}
+
+/// One CPU's samples.
+struct CpuSamples {
+    slots: Box<[Slot]>,
+    kernel: AtomicU64,
+    user: AtomicU64,
+    idle: AtomicU64,
+    kernel_late: AtomicU64,
+    user_late: AtomicU64,
+    idle_late: AtomicU64,
+    /// Kernel samples with no free slot near their hash.
+    unplaced: AtomicU64,
+    /// Timer interrupts so far, to find every n-th (the tick).
+    interrupts: AtomicU64,
+}
+
+struct Profiler {
+    hz: u32,
+    /// Timer interrupts per scheduler tick.
+    interrupts_per_tick: u64,
+    cpus: Vec<CpuSamples>,
+    sampling: AtomicBool,
+    started_ns: AtomicU64,
+}
+
+static PROFILER: Once<Profiler> = Once::new();
+
+/// Turns the profiler on at `hz` samples a second on each of `cpu_count`
+/// CPUs. Called once by the boot CPU after the timer's calibration and
+/// before any CPU starts its timer. Sampling itself waits for [`start`].
+pub fn init(hz: u32, cpu_count: usize) {
+    PROFILER.call_once(|| Profiler {
+        hz,
+        interrupts_per_tick: u64::from(hz) / hal::timer::TICK_HZ,
+        cpus: (0..cpu_count).map(|_| CpuSamples::new()).collect(),
+        sampling: AtomicBool::new(false),
+        started_ns: AtomicU64::new(0),
+    });
+    hal::timer::set_rate(u64::from(hz));
+}
+
+/// The sampling rate per CPU, if the profiler is on.
+pub fn rate() -> Option<u32> {
+    PROFILER.get().map(|profiler| profiler.hz)
+}
+
+/// Starts sampling (the workload begins).
+pub fn start() {
+    if let Some(profiler) = PROFILER.get() {
+        profiler.started_ns.store(time::now_ns(), Ordering::Relaxed);
+        profiler.sampling.store(true, Ordering::Release);
+    }
+}
+
+/// Stops sampling and returns the profile, if the profiler is on.
+pub fn finish() -> Option<Profile> {
+    let profiler = PROFILER.get()?;
+    profiler.sampling.store(false, Ordering::Release);
+    let seconds =
+        time::now_ns().saturating_sub(profiler.started_ns.load(Ordering::Relaxed)) as f64 / 1e9;
+    Some(profiler.profile(seconds))
+}
+
+/// The timer interrupt's part (interrupts off): takes a sample if sampling,
+/// and says whether this interrupt is also a scheduler tick.
+pub fn on_timer_interrupt(frame: &TrapFrame) -> bool {
+    let Some(profiler) = PROFILER.get() else {
+        return true;
+    };
+    let Some(samples) = profiler.cpus.get(percpu::current().index) else {
+        return true;
+    };
+    if profiler.sampling.load(Ordering::Relaxed) {
+        let late = LocalApic::get()
+            .map(|apic| hal::timer::elapsed_since_interrupt(&apic) >= LATE_AFTER)
+            .unwrap_or(false);
+        samples.record(frame, late);
+    }
+    samples.interrupts.fetch_add(1, Ordering::Relaxed) % profiler.interrupts_per_tick == 0
+}
+
+impl CpuSamples {
+    fn new() -> Self {
+        Self {
+            slots: (0..SLOTS)
+                .map(|_| Slot {
+                    address: AtomicU64::new(0),
+                    samples: AtomicU32::new(0),
+                    late: AtomicU32::new(0),
+                })
+                .collect(),
+            kernel: AtomicU64::new(0),
+            user: AtomicU64::new(0),
+            idle: AtomicU64::new(0),
+            kernel_late: AtomicU64::new(0),
+            user_late: AtomicU64::new(0),
+            idle_late: AtomicU64::new(0),
+            unplaced: AtomicU64::new(0),
+            interrupts: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts one sample of `frame` (on this CPU, in its timer interrupt).
+    fn record(&self, frame: &TrapFrame, late: bool) {
+        let bump = |counter: &AtomicU64, late_counter: &AtomicU64| {
+            counter.fetch_add(1, Ordering::Relaxed);
+            if late {
+                late_counter.fetch_add(1, Ordering::Relaxed);
+            }
+        };
+        if frame.interrupted_user() {
+            bump(&self.user, &self.user_late);
+        } else if sched::idles_here() {
+            bump(&self.idle, &self.idle_late);
+        } else {
+            bump(&self.kernel, &self.kernel_late);
+            if !self.place(frame.rip, late) {
+                self.unplaced.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Counts `address` in its slot (open addressing, linear probing);
+    /// false if no slot near its hash is free.
+    fn place(&self, address: u64, late: bool) -> bool {
+        // Fibonacci hashing: the top bits of the product spread addresses
+        // that differ only in their low bits.
+        let mut index = (address.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 51) as usize % SLOTS;
+        for _ in 0..PROBES {
+            let slot = &self.slots[index];
+            let held = slot.address.load(Ordering::Relaxed);
+            if held == 0 {
+                slot.address.store(address, Ordering::Relaxed);
+            }
+            if held == 0 || held == address {
+                slot.samples.fetch_add(1, Ordering::Relaxed);
+                if late {
+                    slot.late.fetch_add(1, Ordering::Relaxed);
+                }
+                return true;
+            }
+            index = (index + 1) % SLOTS;
+        }
+        false
+    }
+
+    fn totals(&self) -> CpuTotals {
+        let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        CpuTotals {
+            kernel: read(&self.kernel),
+            user: read(&self.user),
+            idle: read(&self.idle),
+            late: read(&self.kernel_late) + read(&self.user_late) + read(&self.idle_late),
+        }
+    }
+}
+
+impl Profiler {
+    /// Everything sampled so far, named.
+    fn profile(&self, seconds: f64) -> Profile {
+        let symbols = SortedSymbols::build();
+        let name = |address: u64| -> String {
+            symbols
+                .as_ref()
+                .and_then(|symbols| symbols.lookup(address))
+                .map_or_else(|| String::from(profile::UNKNOWN), |symbol| symbol.function())
+        };
+        let mut samples: Vec<(String, u64, u64)> = Vec::new();
+        for cpu in &self.cpus {
+            let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+            samples.push((String::from(profile::USER), read(&cpu.user), read(&cpu.user_late)));
+            samples.push((String::from(profile::IDLE), read(&cpu.idle), read(&cpu.idle_late)));
+            for slot in cpu.slots.iter() {
+                let address = slot.address.load(Ordering::Relaxed);
+                if address != 0 {
+                    samples.push((
+                        name(address),
+                        u64::from(slot.samples.load(Ordering::Relaxed)),
+                        u64::from(slot.late.load(Ordering::Relaxed)),
+                    ));
+                }
+            }
+        }
+        let unplaced = self
+            .cpus
+            .iter()
+            .map(|cpu| cpu.unplaced.load(Ordering::Relaxed))
+            .sum();
+        // A CPU that never came online has no samples and no line.
+        let cpus = self
+            .cpus
+            .iter()
+            .map(CpuSamples::totals)
+            .filter(|cpu| cpu.samples() > 0)
+            .collect();
+        Profile::new(self.hz, seconds, cpus, unplaced, samples)
+    }
+}
