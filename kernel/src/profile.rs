@@ -9,13 +9,18 @@
 //!
 //! A profile from the timer has one blind spot, and the report shows it
 //! instead of hiding it: the timer interrupt cannot land while interrupts
-//! are off (the flush IPI handler, the scheduler, every `without_interrupts`
-//! section). It is held until they are turned back on, and the sample then
-//! lands on the instruction after that point. The profiler notices when its
-//! interrupt came late (the APIC timer has counted on since it fired) and
-//! counts such samples in a **late** column: a function with many late
-//! samples is where interrupts-off code *ends*, and the time was spent in
-//! the code just before it.
+//! are off (trap entry up to the handler's `sti`, the flush IPI handler,
+//! the scheduler, every `without_interrupts` section). It is held until
+//! they are turned back on, and the sample then lands on the instruction
+//! after that point. The profiler recognises such a sample in two ways: it
+//! lands right after an `sti` instruction (the byte before the address is
+//! STI's opcode, 0xfb), or the APIC timer had counted on for more than a
+//! quarter period since it fired. It counts them in a **held** column: a
+//! function with many held samples is where interrupts-off code *ends*, and
+//! the time was spent in the code before it. What neither test sees is an
+//! interrupt handler that returns with `iretq` or `sysret` to code that had
+//! interrupts on: its time is charged to the interrupted code (for a flush
+//! IPI that hit ring 3, to `[user]`).
 //!
 //! This module is pure (built and tested on the host too): the profile's
 //! numbers, the table printed at the end of a run, and the one parsable
@@ -23,11 +28,12 @@
 //! adds up ([`Profile::parse_line`], [`Profile::add`]):
 //!
 //! ```text
-//! profile: hz=1000 cpus=4 seconds=5.02 samples=20080 kernel=8123 user=2034 idle=9923 late=120 unplaced=0 top=9923:0 [idle]; 4012:480 kernel::task::vm::fault; ...
+//! profile: hz=1000 cpus=4 seconds=5.02 samples=20080 kernel=8123 user=2034 idle=9923 held=120 unplaced=0 top=9923:0 [idle] | 4012:480 kernel::task::vm::fault | ...
 //! ```
 //!
-//! `top=` is last and runs to the end of the line: `samples:late name`
-//! entries separated by `; ` (Rust paths may contain spaces, never `;`).
+//! `top=` is last and runs to the end of the line: `samples:held name`
+//! entries separated by ` | ` (demangled Rust names contain spaces, and
+//! `; ` in array types such as `SmallVec<[u64; 8]>`, but never `|`).
 
 use alloc::{
     collections::BTreeMap,
@@ -52,6 +58,9 @@ pub const IDLE: &str = "[idle]";
 /// The row name of kernel addresses no symbol covers.
 pub const UNKNOWN: &str = "[unknown]";
 
+/// Between the rows of the parsable line's `top=`.
+const ROW_SEPARATOR: &str = " | ";
+
 /// How many functions the parsable line lists (the table shows fewer).
 pub const LINE_ROWS: usize = 40;
 
@@ -62,7 +71,7 @@ pub struct CpuTotals {
     pub user: u64,
     pub idle: u64,
     /// Samples (of any kind) whose interrupt was held off.
-    pub late: u64,
+    pub held: u64,
 }
 
 impl CpuTotals {
@@ -75,7 +84,7 @@ impl CpuTotals {
             kernel: self.kernel + other.kernel,
             user: self.user + other.user,
             idle: self.idle + other.idle,
-            late: self.late + other.late,
+            held: self.held + other.held,
         }
     }
 }
@@ -85,7 +94,7 @@ impl CpuTotals {
 pub struct Row {
     pub name: String,
     pub samples: u64,
-    pub late: u64,
+    pub held: u64,
 }
 
 /// A whole profile: one run's, or the sum of several.
@@ -113,7 +122,7 @@ pub struct ParseError(pub String);
 
 impl Profile {
     /// A run's profile from its per-CPU totals and its samples as
-    /// `(row name, samples, late)`: functions, possibly repeated (one entry
+    /// `(row name, samples, held)`: functions, possibly repeated (one entry
     /// per sampled address), and the [`USER`] and [`IDLE`] rows.
     pub fn new(
         hz: u32,
@@ -126,10 +135,10 @@ impl Profile {
             .iter()
             .fold(CpuTotals::default(), |sum, cpu| sum.plus(cpu));
         let mut by_name: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-        for (name, samples, late) in samples {
+        for (name, samples, held) in samples {
             let entry = by_name.entry(name).or_default();
             entry.0 += samples;
-            entry.1 += late;
+            entry.1 += held;
         }
         by_name.retain(|_, (samples, _)| *samples > 0);
         Self {
@@ -168,13 +177,13 @@ impl Profile {
         for row in self.rows.iter().chain(&other.rows) {
             let entry = by_name.entry(row.name.clone()).or_default();
             entry.0 += row.samples;
-            entry.1 += row.late;
+            entry.1 += row.held;
         }
         self.rows = sorted_rows(by_name);
     }
 
     /// The human-readable report: a title, the top `top` rows with their
-    /// share of all samples and of late ones, and a line per CPU.
+    /// share of all samples and of held ones, and a line per CPU.
     pub fn table(&self, top: usize) -> String {
         let samples = self.samples();
         let mut out = String::new();
@@ -194,19 +203,19 @@ impl Profile {
             "where the time went: {samples} samples at {} Hz{cpus} over {:.2} s{runs}",
             self.hz, self.seconds
         );
-        let _ = writeln!(out, "    share  samples   late  function");
+        let _ = writeln!(out, "    share  samples   held  function");
         for row in self.rows.iter().take(top) {
-            let late = if row.late == 0 {
+            let held = if row.held == 0 {
                 String::from("-")
             } else {
-                percent(row.late, row.samples)
+                percent(row.held, row.samples)
             };
             let _ = writeln!(
                 out,
                 "   {:>6}  {:>7}  {:>5}  {}",
                 percent(row.samples, samples),
                 row.samples,
-                late,
+                held,
                 row.name
             );
         }
@@ -232,17 +241,17 @@ impl Profile {
             let all = cpu.samples();
             let _ = writeln!(
                 out,
-                "   cpu {index}: kernel {} user {} idle {} ({all} samples, {} late)",
+                "   cpu {index}: kernel {} user {} idle {} ({all} samples, {} held)",
                 percent(cpu.kernel, all),
                 percent(cpu.user, all),
                 percent(cpu.idle, all),
-                percent(cpu.late, all)
+                percent(cpu.held, all)
             );
         }
         let _ = write!(
             out,
-            "   late = the timer interrupt was held off by interrupts-off code, \
-             which ended in that function"
+            "   held = the sample waited for interrupts to be turned back on: the time \
+             went to interrupts-off code that ended in that function"
         );
         out
     }
@@ -250,7 +259,7 @@ impl Profile {
     /// The parsable line (module docs), with the top `top` rows.
     pub fn line(&self, top: usize) -> String {
         let mut line = format!(
-            "profile: hz={} cpus={} seconds={:.2} samples={} kernel={} user={} idle={} late={} unplaced={} runs={} top=",
+            "profile: hz={} cpus={} seconds={:.2} samples={} kernel={} user={} idle={} held={} unplaced={} runs={} top=",
             self.hz,
             self.cpus.len(),
             self.seconds,
@@ -258,15 +267,15 @@ impl Profile {
             self.totals.kernel,
             self.totals.user,
             self.totals.idle,
-            self.totals.late,
+            self.totals.held,
             self.unplaced,
             self.runs
         );
         for (index, row) in self.rows.iter().take(top).enumerate() {
             if index > 0 {
-                line.push_str("; ");
+                line.push_str(ROW_SEPARATOR);
             }
-            let _ = write!(line, "{}:{} {}", row.samples, row.late, row.name);
+            let _ = write!(line, "{}:{} {}", row.samples, row.held, row.name);
         }
         line
     }
@@ -300,21 +309,21 @@ impl Profile {
             .parse()
             .map_err(|_| ParseError(String::from("seconds= is not a number")))?;
         let mut rows = Vec::new();
-        for entry in top.split("; ").filter(|entry| !entry.is_empty()) {
-            let bad = || ParseError(format!("'{entry}' is not 'samples:late name'"));
+        for entry in top.split(ROW_SEPARATOR).filter(|entry| !entry.is_empty()) {
+            let bad = || ParseError(format!("'{entry}' is not 'samples:held name'"));
             let (counts, name) = entry.split_once(' ').ok_or_else(bad)?;
-            let (samples, late) = counts.split_once(':').ok_or_else(bad)?;
+            let (samples, held) = counts.split_once(':').ok_or_else(bad)?;
             rows.push(Row {
                 name: name.to_string(),
                 samples: samples.parse().map_err(|_| bad())?,
-                late: late.parse().map_err(|_| bad())?,
+                held: held.parse().map_err(|_| bad())?,
             });
         }
         let totals = CpuTotals {
             kernel: number("kernel")?,
             user: number("user")?,
             idle: number("idle")?,
-            late: number("late")?,
+            held: number("held")?,
         };
         if number("samples")? != totals.samples() {
             return Err(ParseError(String::from(
@@ -335,14 +344,14 @@ impl Profile {
     }
 }
 
-/// Rows from `name -> (samples, late)`, most samples first.
+/// Rows from `name -> (samples, held)`, most samples first.
 fn sorted_rows(by_name: BTreeMap<String, (u64, u64)>) -> Vec<Row> {
     let mut rows: Vec<Row> = by_name
         .into_iter()
-        .map(|(name, (samples, late))| Row {
+        .map(|(name, (samples, held))| Row {
             name,
             samples,
-            late,
+            held,
         })
         .collect();
     // The map iterates by name, and the sort is stable: equal counts stay

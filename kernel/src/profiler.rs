@@ -9,7 +9,7 @@
 //! change. A sample is the interrupted ring and instruction pointer: ring 3
 //! counts as `[user]`, the idle thread as `[idle]`, anything else by its
 //! address. The timer cannot interrupt code that runs with interrupts off;
-//! such a sample arrives late and is marked so (see [`crate::profile`]).
+//! such a sample waits, and is marked as held (see [`crate::profile`]).
 //!
 //! **Where samples go.** Each CPU has its own table of addresses and their
 //! counts, written only by that CPU's timer interrupt: no lock, no shared
@@ -47,20 +47,26 @@ const _: () = assert!(
 /// Address slots per CPU (a power of two): a run samples a few thousand
 /// distinct addresses.
 const SLOTS: usize = 8192;
+const _: () = assert!(SLOTS.is_power_of_two());
 
 /// How many slots an address may be placed away from its hash.
 const PROBES: usize = 64;
 
-/// A sample is late if the timer had counted this far (in 1/256ths of a
+/// A sample was held if the timer had counted this far (in 1/256ths of a
 /// period) past its interrupt when the handler ran: a quarter period.
-const LATE_AFTER: u32 = 64;
+const HELD_AFTER: u32 = 64;
+
+/// The opcode of `sti`, and of the `nop` that the x86_64 crate puts after it: a
+/// sample right after either waited for interrupts to come back on.
+const STI: u8 = 0xfb;
+const NOP: u8 = 0x90;
 
 /// One sampled kernel address and how often it was seen.
 struct Slot {
     /// 0 while free (no kernel code lives at address 0).
     address: AtomicU64,
     samples: AtomicU32,
-    late: AtomicU32,
+    held: AtomicU32,
 }
 
 /// One CPU's samples.
@@ -69,9 +75,9 @@ struct CpuSamples {
     kernel: AtomicU64,
     user: AtomicU64,
     idle: AtomicU64,
-    kernel_late: AtomicU64,
-    user_late: AtomicU64,
-    idle_late: AtomicU64,
+    kernel_held: AtomicU64,
+    user_held: AtomicU64,
+    idle_held: AtomicU64,
     /// Kernel samples with no free slot near their hash.
     unplaced: AtomicU64,
     /// Timer interrupts so far, to find every n-th (the tick).
@@ -135,12 +141,30 @@ pub fn on_timer_interrupt(frame: &TrapFrame) -> bool {
         return true;
     };
     if profiler.sampling.load(Ordering::Relaxed) {
-        let late = LocalApic::get()
-            .map(|apic| hal::timer::elapsed_since_interrupt(&apic) >= LATE_AFTER)
-            .unwrap_or(false);
-        samples.record(frame, late);
+        samples.record(frame, was_held(frame));
     }
     samples.interrupts.fetch_add(1, Ordering::Relaxed) % profiler.interrupts_per_tick == 0
+}
+
+/// Whether the sample in `frame` waited for interrupts to come back on
+/// ([`crate::profile`] explains both signs).
+fn was_held(frame: &TrapFrame) -> bool {
+    let timer_was_late = LocalApic::get()
+        .map(|apic| hal::timer::elapsed_since_interrupt(&apic) >= HELD_AFTER)
+        .unwrap_or(false);
+    if timer_was_late {
+        return true;
+    }
+    if frame.interrupted_user() {
+        return false;
+    }
+    // Kernel text is always mapped; the probe turns a surprise into "no".
+    let byte_before = |back: u64| hal::probe::read_byte(frame.rip.wrapping_sub(back)).ok();
+    match byte_before(1) {
+        Some(STI) => true,
+        Some(NOP) => byte_before(2) == Some(STI),
+        _ => false,
+    }
 }
 
 impl CpuSamples {
@@ -150,35 +174,35 @@ impl CpuSamples {
                 .map(|_| Slot {
                     address: AtomicU64::new(0),
                     samples: AtomicU32::new(0),
-                    late: AtomicU32::new(0),
+                    held: AtomicU32::new(0),
                 })
                 .collect(),
             kernel: AtomicU64::new(0),
             user: AtomicU64::new(0),
             idle: AtomicU64::new(0),
-            kernel_late: AtomicU64::new(0),
-            user_late: AtomicU64::new(0),
-            idle_late: AtomicU64::new(0),
+            kernel_held: AtomicU64::new(0),
+            user_held: AtomicU64::new(0),
+            idle_held: AtomicU64::new(0),
             unplaced: AtomicU64::new(0),
             interrupts: AtomicU64::new(0),
         }
     }
 
     /// Counts one sample of `frame` (on this CPU, in its timer interrupt).
-    fn record(&self, frame: &TrapFrame, late: bool) {
-        let bump = |counter: &AtomicU64, late_counter: &AtomicU64| {
+    fn record(&self, frame: &TrapFrame, held: bool) {
+        let bump = |counter: &AtomicU64, held_counter: &AtomicU64| {
             counter.fetch_add(1, Ordering::Relaxed);
-            if late {
-                late_counter.fetch_add(1, Ordering::Relaxed);
+            if held {
+                held_counter.fetch_add(1, Ordering::Relaxed);
             }
         };
         if frame.interrupted_user() {
-            bump(&self.user, &self.user_late);
+            bump(&self.user, &self.user_held);
         } else if sched::idles_here() {
-            bump(&self.idle, &self.idle_late);
+            bump(&self.idle, &self.idle_held);
         } else {
-            bump(&self.kernel, &self.kernel_late);
-            if !self.place(frame.rip, late) {
+            bump(&self.kernel, &self.kernel_held);
+            if !self.place(frame.rip, held) {
                 self.unplaced.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -186,20 +210,21 @@ impl CpuSamples {
 
     /// Counts `address` in its slot (open addressing, linear probing);
     /// false if no slot near its hash is free.
-    fn place(&self, address: u64, late: bool) -> bool {
+    fn place(&self, address: u64, held: bool) -> bool {
         // Fibonacci hashing: the top bits of the product spread addresses
         // that differ only in their low bits.
-        let mut index = (address.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 51) as usize % SLOTS;
+        let mut index =
+            (address.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SLOTS.trailing_zeros())) as usize;
         for _ in 0..PROBES {
             let slot = &self.slots[index];
-            let held = slot.address.load(Ordering::Relaxed);
-            if held == 0 {
+            let occupant = slot.address.load(Ordering::Relaxed);
+            if occupant == 0 {
                 slot.address.store(address, Ordering::Relaxed);
             }
-            if held == 0 || held == address {
+            if occupant == 0 || occupant == address {
                 slot.samples.fetch_add(1, Ordering::Relaxed);
-                if late {
-                    slot.late.fetch_add(1, Ordering::Relaxed);
+                if held {
+                    slot.held.fetch_add(1, Ordering::Relaxed);
                 }
                 return true;
             }
@@ -214,7 +239,7 @@ impl CpuSamples {
             kernel: read(&self.kernel),
             user: read(&self.user),
             idle: read(&self.idle),
-            late: read(&self.kernel_late) + read(&self.user_late) + read(&self.idle_late),
+            held: read(&self.kernel_held) + read(&self.user_held) + read(&self.idle_held),
         }
     }
 }
@@ -232,15 +257,15 @@ impl Profiler {
         let mut samples: Vec<(String, u64, u64)> = Vec::new();
         for cpu in &self.cpus {
             let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-            samples.push((String::from(profile::USER), read(&cpu.user), read(&cpu.user_late)));
-            samples.push((String::from(profile::IDLE), read(&cpu.idle), read(&cpu.idle_late)));
+            samples.push((String::from(profile::USER), read(&cpu.user), read(&cpu.user_held)));
+            samples.push((String::from(profile::IDLE), read(&cpu.idle), read(&cpu.idle_held)));
             for slot in cpu.slots.iter() {
                 let address = slot.address.load(Ordering::Relaxed);
                 if address != 0 {
                     samples.push((
                         name(address),
                         u64::from(slot.samples.load(Ordering::Relaxed)),
-                        u64::from(slot.late.load(Ordering::Relaxed)),
+                        u64::from(slot.held.load(Ordering::Relaxed)),
                     ));
                 }
             }

@@ -4,7 +4,9 @@ use std::{string::String, vec, vec::Vec};
 
 use super::{CpuTotals, IDLE, Profile, USER};
 
-const TRAIT_METHOD: &str = "<kernel::tlb::KernelTlb as mm::hardware::TlbHardware>::local";
+/// A name with spaces and a `; ` (an array type) in it.
+const TRAIT_METHOD: &str =
+    "<kernel::tlb::KernelTlb as mm::hardware::TlbHardware>::local::<[u64; 8]>";
 
 /// Two CPUs; `kernel::a` sampled at two addresses; a trait method whose
 /// name has spaces.
@@ -14,13 +16,13 @@ fn two_cpus() -> Profile {
             kernel: 6,
             user: 3,
             idle: 1,
-            late: 2,
+            held: 2,
         },
         CpuTotals {
             kernel: 4,
             user: 0,
             idle: 6,
-            late: 1,
+            held: 1,
         },
     ];
     let samples: Vec<(String, u64, u64)> = vec![
@@ -44,14 +46,14 @@ fn rows_add_up_per_function_most_samples_first() {
     let profile = two_cpus();
     assert_eq!(profile.samples(), 20);
     assert_eq!(profile.totals.kernel, 10);
-    assert_eq!(profile.totals.late, 3);
+    assert_eq!(profile.totals.held, 3);
     // Equal counts (kernel::a 5 ... user and the trait method 3) in name order.
     assert_eq!(
         names(&profile),
         [IDLE, "kernel::a", TRAIT_METHOD, USER, "kernel::b"]
     );
     let a = &profile.rows[1];
-    assert_eq!((a.samples, a.late), (5, 2));
+    assert_eq!((a.samples, a.held), (5, 2));
 }
 
 #[test]
@@ -72,7 +74,7 @@ fn the_table_shows_shares_late_samples_and_cpus() {
     assert!(table.contains("(2 more functions)"), "{table}");
     assert!(!table.contains("kernel::b"), "only the top 3: {table}");
     assert!(
-        table.contains("cpu 0: kernel 60.0% user 30.0% idle 10.0% (10 samples, 20.0% late)"),
+        table.contains("cpu 0: kernel 60.0% user 30.0% idle 10.0% (10 samples, 20.0% held)"),
         "{table}"
     );
     assert!(
@@ -87,7 +89,7 @@ fn the_line_reads_back() {
     let line = profile.line(40);
     assert!(
         line.starts_with(
-            "profile: hz=1000 cpus=2 seconds=2.50 samples=20 kernel=10 user=3 idle=7 late=3 unplaced=0 runs=1 top=7:0 [idle]; 5:2 kernel::a; "
+            "profile: hz=1000 cpus=2 seconds=2.50 samples=20 kernel=10 user=3 idle=7 held=3 unplaced=0 runs=1 top=7:0 [idle] | 5:2 kernel::a | "
         ),
         "{line}"
     );
@@ -111,7 +113,7 @@ fn runs_add_up() {
     assert_eq!(sum.seconds, 5.0);
     assert_eq!(names(&sum), names(&one));
     assert_eq!(sum.rows[1].samples, 10);
-    assert_eq!(sum.rows[1].late, 4);
+    assert_eq!(sum.rows[1].held, 4);
     assert!(sum.table(5).contains("over 5.00 s, 2 runs added up"));
     let again = Profile::parse_line(&sum.line(40)).unwrap();
     assert_eq!(again.runs, 2);
@@ -130,7 +132,7 @@ fn bad_lines_are_refused_with_the_reason() {
         ),
         (
             good.replace("5:2 kernel::a", "5kernel::a"),
-            "is not 'samples:late name'",
+            "is not 'samples:held name'",
         ),
         (good.replace(" kernel=10", ""), "no kernel="),
         (
