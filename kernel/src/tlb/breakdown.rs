@@ -56,9 +56,9 @@ const FINISH: usize = 5;
 static REQUEST_STARTED: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
 static ANSWERED: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
 
-/// A timed flush request begins on this CPU.
-pub fn request_started() {
-    REQUEST_STARTED[percpu::current().index].store(time::ticks(), Ordering::Relaxed);
+/// A timed flush request begins on `cpu` (this one) at TSC `now`.
+pub fn request_started(cpu: usize, now: u64) {
+    REQUEST_STARTED[cpu].store(now, Ordering::Relaxed);
 }
 
 /// This CPU is about to send a request's IPIs: the bookkeeping is over.
@@ -93,14 +93,13 @@ pub fn ipis_answered(sending: u64, steps: &CallSteps) {
     ANSWERED[cpu].store(time::ticks(), Ordering::Relaxed);
 }
 
-/// The timed request on this CPU returns.
-pub fn request_finished() {
-    let cpu = percpu::current().index;
+/// The timed request on `cpu` (this one) returns at TSC `now`.
+pub fn request_finished(cpu: usize, now: u64) {
     let answered = ANSWERED[cpu].swap(0, Ordering::Relaxed);
     if answered != 0 {
         STEPS[FINISH]
             .1
-            .record(time::ticks_to_ns(time::ticks().saturating_sub(answered)));
+            .record(time::ticks_to_ns(now.saturating_sub(answered)));
     }
     REQUEST_STARTED[cpu].store(0, Ordering::Relaxed);
 }

@@ -62,7 +62,8 @@ static LOCAL: Histogram = Histogram::new();
 pub struct Timing {
     cpu: usize,
     remote_ops: u64,
-    started_ns: u64,
+    /// The TSC at the request (one reading, shared with the breakdown).
+    started: u64,
 }
 
 /// The initiator-side operations that reach other CPUs, as counted on `cpu`.
@@ -74,18 +75,20 @@ fn remote_ops(cpu: usize) -> u64 {
 impl Timing {
     pub fn start() -> Self {
         let cpu = percpu::current().index;
-        tlb::breakdown::request_started();
+        let started = time::ticks();
+        tlb::breakdown::request_started(cpu, started);
         Self {
             cpu,
             remote_ops: remote_ops(cpu),
-            started_ns: time::now_ns(),
+            started,
         }
     }
 
     /// Records the flush's duration in the remote or local distribution.
     pub fn finish(self) {
-        let took = time::now_ns().saturating_sub(self.started_ns);
-        tlb::breakdown::request_finished();
+        let now = time::ticks();
+        let took = time::ticks_to_ns(now.saturating_sub(self.started));
+        tlb::breakdown::request_finished(self.cpu, now);
         if remote_ops(self.cpu) != self.remote_ops {
             REMOTE.record(took);
         } else {
