@@ -382,7 +382,12 @@ impl TlbHardware for KernelTlb {
         let handler = || system().handle_flush_ipi(&KernelTlb, request);
         let sending = breakdown::sending();
         match smp::call_on(targets, &handler) {
-            Ok(steps) => breakdown::ipis_answered(sending, &steps),
+            Ok(steps) => {
+                breakdown::ipis_answered(sending, &steps);
+                if state().trace {
+                    breakdown::keep_for_trace(&steps);
+                }
+            }
             // A translation that may still be in use cannot be given back:
             // stopping with a report is the only safe outcome.
             Err(unanswered) => crate::fatal::stop(
@@ -419,6 +424,11 @@ impl TlbHardware for KernelTlb {
                 event.targets,
                 event.reason
             );
+            // What the decision cost, if it sent IPIs: each shootdown's
+            // steps under it (`tlb::breakdown` has their medians).
+            if let Some(cost) = breakdown::take_for_trace(event.initiator) {
+                hal::println!("{cost}");
+            }
         }
     }
 }
