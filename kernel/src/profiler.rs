@@ -275,12 +275,14 @@ impl Profiler {
             .iter()
             .map(|cpu| cpu.unplaced.load(Ordering::Relaxed))
             .sum();
-        // A CPU that never came online has no samples and no line.
+        // A CPU that never came online gets no line.
+        let online = crate::smp::online();
         let cpus = self
             .cpus
             .iter()
-            .map(CpuSamples::totals)
-            .filter(|cpu| cpu.samples() > 0)
+            .enumerate()
+            .filter(|&(index, _)| online.contains(index))
+            .map(|(_, cpu)| cpu.totals())
             .collect();
         Profile::new(self.hz, seconds, cpus, unplaced, samples)
     }
