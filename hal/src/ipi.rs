@@ -73,23 +73,30 @@ pub struct CrossCall<'a> {
     /// finished it (each target raises them), for [`CallSteps`].
     last_started: AtomicU64,
     last_finished: AtomicU64,
+    /// The longest any target took for `work`, in TSC ticks, measured on
+    /// that target's own clock.
+    longest_work: AtomicU64,
 }
 
-/// Where the time of one answered call went, as the caller saw it, in
-/// nanoseconds. The steps follow each other on the call's critical path,
-/// the target that answered last:
+/// Where the time of one answered call went, in nanoseconds:
 ///
-/// `send` (queue the request, write the ICR, for every target), then
-/// `delivery` (the IPI travels and the last target enters its handler),
-/// `handler` (from the last target starting `work` until the last one
-/// finished it: the handler's run when there is one target), then
-/// `acknowledge` (until the caller, spinning, sees the last answer).
-/// `own_work` is the part of the wait the caller spent on `work` itself
-/// when it was a target (overlapping delivery and handler).
+/// - `send`: queueing the request and writing the ICR, for every target;
+/// - `delivery`: from the last ICR write until the last target entered its
+///   handler;
+/// - `handler`: the longest any target ran `work`, on its own clock;
+/// - `acknowledge`: from the last target's end of `work` until the caller,
+///   spinning, saw its answer;
+/// - `own_work`: the caller's own run of `work`, when it is a target
+///   (during delivery and the handlers).
 ///
-/// Timestamps of different CPUs are compared: this assumes their TSCs run
-/// in step, as [`crate::time`] does; a step that would come out negative is
-/// 0.
+/// With one target, and nothing else in the way, the four steps follow each
+/// other and add up to the call. They need not: under an emulator a vCPU's
+/// thread can lose its host CPU in the middle of a step (an ICR write that
+/// returns only after the target has run its handler was seen under QEMU
+/// 10), and then steps overlap. Each one is still a part of the call's
+/// time, never more than all of it. Timestamps of different CPUs are
+/// compared: this assumes their TSCs run in step, as [`crate::time`] does;
+/// a step that would come out negative is 0.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CallSteps {
     pub send_ns: u64,
@@ -163,6 +170,7 @@ pub fn call_on_within(
         pending: AtomicCpuMask::new(),
         last_started: AtomicU64::new(0),
         last_finished: AtomicU64::new(0),
+        longest_work: AtomicU64::new(0),
     };
     for cpu in &remote {
         call.pending.insert(cpu, Ordering::Relaxed);
@@ -205,7 +213,7 @@ pub fn call_on_within(
         Ok(CallSteps {
             send_ns: ns(send_started, sent),
             delivery_ns: ns(sent, started),
-            handler_ns: ns(started, finished),
+            handler_ns: time::ticks_to_ns(call.longest_work.load(Ordering::Relaxed)),
             acknowledge_ns: ns(finished, seen),
             own_work_ns: ns(sent, own_work_done),
             targets: remote.count() as u32,
@@ -277,11 +285,13 @@ fn retract(call: &CrossCall<'_>, queued: QueuedCall, unanswered: &mut CpuMask) {
 pub fn serve_inbox() {
     let me = percpu::current();
     while let Some(call) = without_interrupts(|| me.inbox.lock().pop_front()) {
-        call.last_started
-            .fetch_max(time::ticks(), Ordering::Relaxed);
+        let started = time::ticks();
+        call.last_started.fetch_max(started, Ordering::Relaxed);
         without_interrupts(call.work);
-        call.last_finished
-            .fetch_max(time::ticks(), Ordering::Relaxed);
+        let finished = time::ticks();
+        call.last_finished.fetch_max(finished, Ordering::Relaxed);
+        call.longest_work
+            .fetch_max(finished.saturating_sub(started), Ordering::Relaxed);
         // The last access to `call`: after this the caller may return (the
         // Release also publishes the timestamps).
         call.pending.remove(me.index, Ordering::Release);

@@ -10,7 +10,7 @@
 //! | `bookkeeping` | the request (`tlb::flush_range`)  | the first IPI is queued: `mm` bumped the generation and chose the targets |
 //! | `send`        | queueing                          | every target's ICR write is done        |
 //! | `delivery`    | the last ICR write                | the last target enters its handler      |
-//! | `handler`     | the last target starts            | the last target has flushed             |
+//! | `handler`     | a target starts its handler       | it has flushed (the longest target, on its own clock) |
 //! | `acknowledge` | the last target's flush           | the initiator sees it                   |
 //! | `finish`      | the initiator sees the last answer| the request returns: its own flush, the trace, `mm`'s accounting |
 //!
@@ -24,7 +24,8 @@
 //! ```
 //!
 //! Medians of the steps need not add up to the median request: each is the
-//! middle of its own distribution. Under QEMU's TCG every value is emulated
+//! middle of its own distribution, and under an emulator one step can
+//! absorb another's time (see [`CallSteps`]). Under QEMU's TCG every value is emulated
 //! time and mostly the cost of emulation; the point is which step is large.
 
 use alloc::string::String;
