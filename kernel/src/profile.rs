@@ -134,20 +134,13 @@ impl Profile {
         let totals = cpus
             .iter()
             .fold(CpuTotals::default(), |sum, cpu| sum.plus(cpu));
-        let mut by_name: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-        for (name, samples, held) in samples {
-            let entry = by_name.entry(name).or_default();
-            entry.0 += samples;
-            entry.1 += held;
-        }
-        by_name.retain(|_, (samples, _)| *samples > 0);
         Self {
             hz,
             seconds,
             cpus,
             totals,
             unplaced,
-            rows: sorted_rows(by_name),
+            rows: summed_rows(samples),
             runs: 1,
         }
     }
@@ -173,13 +166,8 @@ impl Profile {
         self.unplaced += other.unplaced;
         self.runs += other.runs;
         self.cpus.clear();
-        let mut by_name: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-        for row in self.rows.iter().chain(&other.rows) {
-            let entry = by_name.entry(row.name.clone()).or_default();
-            entry.0 += row.samples;
-            entry.1 += row.held;
-        }
-        self.rows = sorted_rows(by_name);
+        let both = self.rows.iter().chain(&other.rows);
+        self.rows = summed_rows(both.map(|row| (row.name.clone(), row.samples, row.held)));
     }
 
     /// The human-readable report: a title, the top `top` rows with their
@@ -342,6 +330,19 @@ impl Profile {
                 .map_err(|_| ParseError(String::from("runs= is too large")))?,
         })
     }
+}
+
+/// `(name, samples, held)` entries summed per name, as rows with the most
+/// samples first (rows without samples left out).
+fn summed_rows(entries: impl IntoIterator<Item = (String, u64, u64)>) -> Vec<Row> {
+    let mut by_name: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for (name, samples, held) in entries {
+        let entry = by_name.entry(name).or_default();
+        entry.0 += samples;
+        entry.1 += held;
+    }
+    by_name.retain(|_, (samples, _)| *samples > 0);
+    sorted_rows(by_name)
 }
 
 /// Rows from `name -> (samples, held)`, most samples first.
