@@ -229,6 +229,88 @@ pub fn sequence(op: &BroadcastOp, limits: InvlpgbLimits, mut issue: impl FnMut(I
     }
 }
 
+/// ECX bit 31: 2 MiB stride.
+const ECX_STRIDE_2M: u32 = 1 << 31;
+/// rAX bits 11:6 and ECX bits 30:16: no meaning assigned.
+const RAX_RESERVED: u64 = 0xfc0;
+const ECX_RESERVED: u32 = 0x7fff_0000;
+
+impl core::fmt::Display for InvlpgbOperands {
+    /// The registers, then what they ask for in words:
+    /// `rax=0x100000001007 ecx=0x2 edx=0x50000: 3 pages of 4 KiB from
+    /// 0x100000001000, PCID 5`.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "rax={:#x} ecx={:#x} edx={:#x}: ",
+            self.rax, self.ecx, self.edx
+        )?;
+        let pages = (self.ecx & 0xffff) + 1;
+        if self.rax & FLAG_VA != 0 {
+            let size = if self.ecx & ECX_STRIDE_2M != 0 {
+                "2 MiB"
+            } else {
+                "4 KiB"
+            };
+            let plural = if pages == 1 { "" } else { "s" };
+            write!(
+                f,
+                "{pages} page{plural} of {size} from {:#x}",
+                self.rax & !0xfff
+            )?;
+        } else {
+            f.write_str("every address")?;
+        }
+        if self.rax & FLAG_PCID != 0 {
+            write!(f, ", PCID {}", self.edx >> 16)?;
+        } else {
+            f.write_str(", every PCID")?;
+        }
+        if self.rax & FLAG_INCLUDE_GLOBAL != 0 {
+            f.write_str(", global entries too")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a CPU with `limits` (and PCIDs on or off) refuses `operands` with
+/// #GP, by the AMD manual's rules: the reason a kernel's fault report
+/// gives. `None`: the operands are legal.
+pub fn refusal(
+    operands: &InvlpgbOperands,
+    limits: InvlpgbLimits,
+    pcids_enabled: bool,
+) -> Option<&'static str> {
+    let extra = operands.ecx & 0xffff;
+    if extra >= limits.max_pages {
+        Some("the page count exceeds the CPU's limit (CPUID Fn8000_0008_EDX[15:0])")
+    } else if operands.rax & FLAG_PCID != 0 && operands.edx >> 16 != 0 && !pcids_enabled {
+        Some("it names a PCID while CR4.PCIDE is clear")
+    } else if operands.rax & RAX_RESERVED != 0 || operands.ecx & ECX_RESERVED != 0 {
+        Some("reserved bits are set")
+    } else if operands.rax & FLAG_VA != 0 && !range_is_canonical(operands) {
+        Some("the range leaves the canonical address space")
+    } else {
+        None
+    }
+}
+
+fn range_is_canonical(operands: &InvlpgbOperands) -> bool {
+    let canonical = |addr: u64| !(LOWER_HALF_END..HIGHER_HALF_START).contains(&addr);
+    let first = operands.rax & !0xfff;
+    let stride: u64 = if operands.ecx & ECX_STRIDE_2M != 0 {
+        1 << 21
+    } else {
+        1 << 12
+    };
+    let last = u64::from(operands.ecx & 0xffff)
+        .checked_mul(stride)
+        .and_then(|span| first.checked_add(span));
+    canonical(first)
+        && last.is_some_and(canonical)
+        && (first < LOWER_HALF_END) == last.is_some_and(|l| l < LOWER_HALF_END)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,5 +477,64 @@ mod tests {
                 assert!(expect >= LOWER_HALF_END.min(end), "lower part not covered");
             }
         }
+    }
+
+    #[test]
+    fn operands_read_as_words() {
+        let range = user_range(5, 0x1000_0000_1000, 3, false);
+        assert_eq!(
+            std::format!("{range}"),
+            "rax=0x100000001007 ecx=0x2 edx=0x50000: 3 pages of 4 KiB from 0x100000001000, PCID 5"
+        );
+        assert_eq!(
+            std::format!("{}", kernel_range(0xffff_8000_0000_0000, 1)),
+            "rax=0xffff80000000000d ecx=0x0 edx=0x0: 1 page of 4 KiB from 0xffff800000000000, \
+             every PCID, global entries too"
+        );
+        assert_eq!(
+            std::format!("{}", all_nonglobals()),
+            "rax=0x4 ecx=0x0 edx=0x0: every address, every PCID"
+        );
+    }
+
+    #[test]
+    fn refusals_follow_the_manual() {
+        let limits = InvlpgbLimits::from_cpuid_edx(7);
+        let legal = user_range(5, 0x4000_0000, 8, false);
+        assert_eq!(refusal(&legal, limits, true), None);
+        let too_many = user_range(5, 0x4000_0000, 9, false);
+        assert!(
+            refusal(&too_many, limits, true)
+                .unwrap()
+                .contains("page count")
+        );
+        assert!(refusal(&legal, limits, false).unwrap().contains("PCID"));
+        assert_eq!(
+            refusal(&user_range(0, 0x4000_0000, 1, false), limits, false),
+            None
+        );
+        let reserved = InvlpgbOperands {
+            rax: legal.rax | 1 << 6,
+            ..legal
+        };
+        assert!(
+            refusal(&reserved, limits, true)
+                .unwrap()
+                .contains("reserved")
+        );
+        let across_the_hole = user_range(5, LOWER_HALF_END - 0x1000, 2, false);
+        assert!(
+            refusal(&across_the_hole, limits, true)
+                .unwrap()
+                .contains("canonical")
+        );
+        assert_eq!(
+            refusal(
+                &user_range(5, LOWER_HALF_END - 0x1000, 1, false),
+                limits,
+                true
+            ),
+            None
+        );
     }
 }
