@@ -15,6 +15,12 @@
 //!   faulting instruction is then the *target* (RIP is the address itself),
 //!   so the handler recognises the probe by the return address the call
 //!   left on top of the stack.
+//! - [`invlpgb`], [`tlbsync`], [`invpcid`]: one TLB instruction with the
+//!   given operands, which may raise #GP or #UD. They check what an emulator
+//!   (or a CPU) does with operands the manuals forbid, without the checks
+//!   `crate::tlb` makes before it executes the same instructions.
+//! - [`pcide_rules`]: the #GP conditions of CR4.PCIDE, tried with PCIDs
+//!   turned off for a moment on this CPU.
 
 use core::arch::global_asm;
 
@@ -53,6 +59,63 @@ global_asm!(
     "probe_call_return:",
     "pop rbp",
     "ret",
+    "",
+    // Each instruction probe: the instruction at `_insn`, a success that
+    // clears RDX, and `_resume`, where a #GP or #UD resumes with RDX set.
+    ".global probe_invlpgb",
+    "probe_invlpgb:",
+    "push rbp",
+    "mov rbp, rsp",
+    "mov rax, rdi",
+    "mov ecx, esi",
+    ".global probe_invlpgb_insn",
+    "probe_invlpgb_insn:",
+    ".byte 0x0f, 0x01, 0xfe",
+    "xor edx, edx",
+    ".global probe_invlpgb_resume",
+    "probe_invlpgb_resume:",
+    "pop rbp",
+    "ret",
+    "",
+    ".global probe_tlbsync",
+    "probe_tlbsync:",
+    "push rbp",
+    "mov rbp, rsp",
+    ".global probe_tlbsync_insn",
+    "probe_tlbsync_insn:",
+    ".byte 0x0f, 0x01, 0xff",
+    "xor edx, edx",
+    ".global probe_tlbsync_resume",
+    "probe_tlbsync_resume:",
+    "pop rbp",
+    "ret",
+    "",
+    ".global probe_invpcid",
+    "probe_invpcid:",
+    "push rbp",
+    "mov rbp, rsp",
+    ".global probe_invpcid_insn",
+    "probe_invpcid_insn:",
+    // INVPCID rdi, [rsi]: 66 0F 38 82 /r with ModRM 00 111 110.
+    ".byte 0x66, 0x0f, 0x38, 0x82, 0x3e",
+    "xor edx, edx",
+    ".global probe_invpcid_resume",
+    "probe_invpcid_resume:",
+    "pop rbp",
+    "ret",
+    "",
+    ".global probe_write_cr4",
+    "probe_write_cr4:",
+    "push rbp",
+    "mov rbp, rsp",
+    ".global probe_write_cr4_insn",
+    "probe_write_cr4_insn:",
+    "mov cr4, rdi",
+    "xor edx, edx",
+    ".global probe_write_cr4_resume",
+    "probe_write_cr4_resume:",
+    "pop rbp",
+    "ret",
     ".popsection",
 );
 
@@ -70,6 +133,163 @@ unsafe extern "C" {
     fn probe_read_byte_resume();
     fn probe_call(address: u64) -> Outcome;
     fn probe_call_return();
+    fn probe_invlpgb(rax: u64, ecx: u32, edx: u32) -> Outcome;
+    fn probe_invlpgb_insn();
+    fn probe_invlpgb_resume();
+    fn probe_tlbsync() -> Outcome;
+    fn probe_tlbsync_insn();
+    fn probe_tlbsync_resume();
+    fn probe_invpcid(kind: u64, descriptor: *const [u64; 2]) -> Outcome;
+    fn probe_invpcid_insn();
+    fn probe_invpcid_resume();
+    fn probe_write_cr4(value: u64) -> Outcome;
+    fn probe_write_cr4_insn();
+    fn probe_write_cr4_resume();
+}
+
+/// The exceptions an instruction probe recovers from.
+const GENERAL_PROTECTION: u64 = 13;
+const INVALID_OPCODE: u64 = 6;
+const PAGE_FAULT: u64 = 14;
+
+/// Each instruction probe's instruction and where it resumes after a fault.
+fn instruction_probes() -> [(u64, u64); 4] {
+    [
+        (
+            probe_invlpgb_insn as *const () as u64,
+            probe_invlpgb_resume as *const () as u64,
+        ),
+        (
+            probe_tlbsync_insn as *const () as u64,
+            probe_tlbsync_resume as *const () as u64,
+        ),
+        (
+            probe_invpcid_insn as *const () as u64,
+            probe_invpcid_resume as *const () as u64,
+        ),
+        (
+            probe_write_cr4_insn as *const () as u64,
+            probe_write_cr4_resume as *const () as u64,
+        ),
+    ]
+}
+
+/// How a probed instruction faulted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InstructionFault {
+    /// #GP, with its error code.
+    GeneralProtection(u32),
+    /// #UD: the CPU does not have the instruction (or not in this form).
+    InvalidOpcode,
+}
+
+impl core::fmt::Display for InstructionFault {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::GeneralProtection(code) => write!(f, "#GP({code:#x})"),
+            Self::InvalidOpcode => f.write_str("#UD"),
+        }
+    }
+}
+
+fn instruction_result(outcome: Outcome) -> Result<(), InstructionFault> {
+    if outcome.fault & FAULTED == 0 {
+        Ok(())
+    } else if (outcome.fault >> 32) & 0xff == INVALID_OPCODE {
+        Err(InstructionFault::InvalidOpcode)
+    } else {
+        Err(InstructionFault::GeneralProtection(outcome.fault as u32))
+    }
+}
+
+/// Executes INVLPGB with these operands and reports whether it faulted.
+/// Unlike [`crate::tlb::invlpgb`] it checks nothing first: it is how a test
+/// asks the CPU which operands it refuses.
+pub fn invlpgb(rax: u64, ecx: u32, edx: u32) -> Result<(), InstructionFault> {
+    // INVLPGB only drops translations, whatever its operands; a #GP or #UD
+    // is recovered at the probe's resume point.
+    // SAFETY: an invalidation changes no memory; faults are recovered.
+    instruction_result(unsafe { probe_invlpgb(rax, ecx, edx) })
+}
+
+/// Executes TLBSYNC and reports whether it faulted.
+pub fn tlbsync() -> Result<(), InstructionFault> {
+    // TLBSYNC only waits; a #GP or #UD is recovered.
+    // SAFETY: no memory is changed; faults are recovered.
+    instruction_result(unsafe { probe_tlbsync() })
+}
+
+/// Executes INVPCID of type `kind` with `descriptor` (PCID, linear address)
+/// and reports whether it faulted.
+pub fn invpcid(kind: u64, descriptor: &[u64; 2]) -> Result<(), InstructionFault> {
+    // INVPCID reads the 16-byte descriptor, which the reference keeps alive,
+    // and only drops translations; a #GP or #UD is recovered.
+    // SAFETY: a valid descriptor pointer; faults are recovered.
+    instruction_result(unsafe { probe_invpcid(kind, descriptor) })
+}
+
+/// What setting CR4.PCIDE and using PCIDs without it did, on a CPU that
+/// runs with PCIDs: see [`pcide_rules`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PcideRules {
+    /// Setting CR4.PCIDE while CR3[11:0] is not 0 (SDM: #GP).
+    pub set_with_cr3_low_bits: Result<(), InstructionFault>,
+    /// INVPCID type 1 naming PCID 1 while CR4.PCIDE is clear (SDM: #GP).
+    pub invpcid_without_pcide: Result<(), InstructionFault>,
+    /// INVLPGB naming PCID 1 while CR4.PCIDE is clear (APM: #GP); `None`
+    /// without INVLPGB.
+    pub invlpgb_without_pcide: Option<Result<(), InstructionFault>>,
+    /// Setting CR4.PCIDE with CR3[11:0] 0, to put things back (legal).
+    pub set_back: Result<(), InstructionFault>,
+}
+
+/// Turns PCIDs off on this CPU for a moment, with interrupts off, to try
+/// what the architecture forbids without them, then turns them back on and
+/// reloads the page table it found (flushing this CPU's TLB). Needs
+/// CR4.PCIDE set and INVPCID; `invlpgb` says whether to try INVLPGB too.
+pub fn pcide_rules(invlpgb: bool) -> PcideRules {
+    use x86_64::registers::control::{Cr3, Cr4, Cr4Flags};
+    /// CR3 bit 3 (PWT) without PCIDs: a write-through PML4 access, harmless,
+    /// and a non-zero CR3[11:0].
+    const CR3_PWT: u64 = 1 << 3;
+    without_interrupts(|| {
+        let cr4 = Cr4::read_raw();
+        let pcide = Cr4Flags::PCID.bits();
+        assert!(cr4 & pcide != 0, "pcide_rules needs PCIDs on");
+        let (root, pcid) = Cr3::read_raw();
+        let root = root.start_address().as_u64();
+        let descriptor = [1u64, 0];
+        // Each step changes only how translations are tagged and cached:
+        // the page table stays the one in use (its kernel half maps this
+        // code), interrupts are off, and the end restores CR4 and CR3.
+        // SAFETY: the same root throughout; CR4 and CR3 restored below.
+        unsafe {
+            core::arch::asm!("mov cr3, {}", in(reg) root, options(nostack, preserves_flags));
+            Cr4::write_raw(cr4 & !pcide);
+            core::arch::asm!("mov cr3, {}", in(reg) root | CR3_PWT, options(nostack, preserves_flags));
+        }
+        // SAFETY: setting PCIDE is the probed fault; if it does not fault,
+        // CR3 names PCID 8 of the same root, which the restore replaces.
+        let set_with_cr3_low_bits = instruction_result(unsafe { probe_write_cr4(cr4) });
+        let invpcid_without_pcide = invpcid(1, &descriptor);
+        let invlpgb_without_pcide = invlpgb.then(|| self::invlpgb(0b110, 0, 1 << 16));
+        // SAFETY: the same root with PCID 0, then PCIDE set as it was, which
+        // is legal with CR3[11:0] 0; then the original CR3, flushing.
+        let set_back = unsafe {
+            core::arch::asm!("mov cr3, {}", in(reg) root, options(nostack, preserves_flags));
+            instruction_result(probe_write_cr4(cr4))
+        };
+        // SAFETY: the root and PCID this CPU ran with, CR4 as it was.
+        unsafe {
+            core::arch::asm!("mov cr3, {}", in(reg) root | u64::from(pcid), options(nostack, preserves_flags));
+        }
+        PcideRules {
+            set_with_cr3_low_bits,
+            invpcid_without_pcide,
+            invlpgb_without_pcide,
+            set_back,
+        }
+    })
 }
 
 /// A probed access faulted with this page-fault error code.
@@ -139,10 +359,24 @@ pub fn call_ret(address: u64) -> CallOutcome {
     })
 }
 
-/// Called for every kernel page fault before it is declared fatal: if the
-/// fault belongs to a probe, points `frame` at the probe's recovery point
-/// with the error code as its result, and returns true.
+/// Called for every kernel page fault, #GP and #UD before it is declared
+/// fatal: if the fault belongs to a probe, points `frame` at the probe's
+/// recovery point with the fault as its result, and returns true.
 pub fn recover(frame: &mut TrapFrame) -> bool {
+    if frame.vector == GENERAL_PROTECTION || frame.vector == INVALID_OPCODE {
+        let Some(&(_, resume)) = instruction_probes()
+            .iter()
+            .find(|(instruction, _)| *instruction == frame.rip)
+        else {
+            return false;
+        };
+        frame.rip = resume;
+        frame.rdx = FAULTED | (frame.vector << 32) | (frame.error_code & 0xffff_ffff);
+        return true;
+    }
+    if frame.vector != PAGE_FAULT {
+        return false;
+    }
     if frame.rip == probe_read_byte_access as *const () as u64 {
         frame.rip = probe_read_byte_resume as *const () as u64;
     } else if frame
