@@ -4,15 +4,17 @@
 //! every one is a bug, and the most useful thing to do is to say exactly what
 //! happened (which exception, the error code decoded, the faulting address for
 //! a page fault, whether SMEP and SMAP were on, every register, the
-//! backtrace) and end the run as a failure. Two exceptions to that: a
-//! *probe* ([`hal::probe`]), an access the tests make on purpose to
-//! see it fault; and the NMI another CPU sends to ask a CPU that does not
+//! backtrace) and end the run as a failure. A #GP raised by INVLPGB is
+//! explained: which of the instruction's rules its operands broke. Two
+//! exceptions to ending the run: a *probe* ([`hal::probe`]), an access or
+//! instruction the tests make on purpose to see it fault; and the NMI another CPU sends to ask a CPU that does not
 //! answer its IPIs where it is stuck ([`hal::ipi`]).
 
 use hal::{cpu, ipi, percpu, probe, protection, serial::write_emergency, trap::TrapFrame};
 use x86_64::structures::idt::PageFaultErrorCode;
 
 const NMI: u64 = 2;
+const GENERAL_PROTECTION: u64 = 13;
 const PAGE_FAULT: u64 = 14;
 /// The end of the lower (user) half of the address space.
 const LOWER_HALF_END: u64 = 0x0000_8000_0000_0000;
@@ -64,10 +66,15 @@ pub fn handle(frame: &mut TrapFrame) {
     if frame.interrupted_user() {
         return crate::task::fault::handle(frame, name);
     }
+    if probe::recover(frame) {
+        return;
+    }
+    if frame.vector == GENERAL_PROTECTION
+        && let Some(why) = crate::tlb::broadcast::explain_invlpgb_fault(frame)
+    {
+        crate::fatal::stop(format_args!("{name} at rip {:#x}: {why}", frame.rip), Some(frame));
+    }
     if frame.vector == PAGE_FAULT {
-        if probe::recover(frame) {
-            return;
-        }
         let address = cpu::page_fault_address();
         crate::fatal::stop(
             format_args!(

@@ -26,6 +26,7 @@
 
 pub mod breakdown;
 pub mod broadcast;
+pub mod invlpgb_log;
 pub mod latency;
 
 use alloc::{string::String, vec::Vec};
@@ -91,7 +92,14 @@ pub fn init(
                 cpu.invlpgb.expect("the invlpgb mode implies the feature"),
             ));
             hal::tlb::enable_invlpgb(limits.max_pages());
-            Some(KernelBroadcast::Invlpgb(limits))
+            Some(KernelBroadcast::Invlpgb(broadcast::Invlpgb {
+                limits,
+                trace: options.trace,
+                bug: match options.bug {
+                    Some(Bug::Invlpgb(bug)) => Some(bug),
+                    _ => None,
+                },
+            }))
         }
     };
     let state = STATE.call_once(|| {
@@ -119,6 +127,9 @@ pub fn init(
     }
     if let Some(bug) = options.bug {
         log::warn!("tlb: deliberate bug {bug:?} is switched on (tlb.bug=)");
+        if matches!(bug, Bug::Invlpgb(_)) && choice.mode != TlbMode::Invlpgb {
+            log::warn!("tlb: {bug:?} breaks only mode invlpgb, and this boot runs {}", choice.mode);
+        }
     }
     Ok(choice)
 }
@@ -307,12 +318,17 @@ pub fn flush_reclaimed(space: &AddressSpaceTlb, pages: &[u64]) {
 
 /// The counters of every CPU, summed, as one parsable line.
 pub fn counters_line() -> String {
-    alloc::format!(
+    let mut line = alloc::format!(
         "tlb-counters: mode={} cpus={} {}",
         mode(),
         smp::online().count(),
         system().total_counters()
-    )
+    );
+    if mode() == TlbMode::Invlpgb {
+        line.push(' ');
+        line.push_str(&invlpgb_log::counters());
+    }
+    line
 }
 
 /// Executes one local TLB instruction, as `mm::instructions::select` chose
@@ -428,6 +444,15 @@ impl TlbHardware for KernelTlb {
             // steps under it (`tlb::breakdown` has their medians).
             if let Some(cost) = breakdown::take_for_trace(event.initiator) {
                 hal::println!("{cost}");
+            }
+            // Its INVLPGBs and TLBSYNC, if it broadcast in mode invlpgb. A
+            // decision that targets CPUs (the IPIs an ASID transition sends
+            // between a broadcast's INVLPGBs and its TLBSYNC) leaves them
+            // for the broadcast's own line, which follows.
+            if event.targets.is_empty()
+                && let Some(instructions) = invlpgb_log::take_for_trace(event.initiator)
+            {
+                hal::println!("{instructions}");
             }
         }
     }

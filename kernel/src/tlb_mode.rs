@@ -51,6 +51,24 @@ pub enum Bug {
     NoFlushIpis,
     /// One of `mm`'s deliberate faults.
     Mm(mm::Fault),
+    /// A fault in issuing INVLPGB/TLBSYNC (mode `invlpgb`), which only an
+    /// emulator or CPU that executes them can catch.
+    Invlpgb(InvlpgbBug),
+}
+
+/// Ways to issue INVLPGB/TLBSYNC wrongly (`tlb.bug=`), each a bug that
+/// corrupts memory on a real EPYC: the patched QEMU's INVLPGB tier must
+/// catch every one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InvlpgbBug {
+    /// Never execute TLBSYNC: flushes are in flight when memory is reused.
+    SkipTlbsync,
+    /// User ranges stop one page (one stride unit) short of their end.
+    OnePageShort,
+    /// User ranges of 4 KiB pages are issued with the 2 MiB stride.
+    WrongStride,
+    /// One page more per INVLPGB than CPUID allows (the CPU raises #GP).
+    CountOverMax,
 }
 
 /// Names for `tlb.bug=`, and what each breaks.
@@ -80,6 +98,19 @@ pub const BUGS: &[(&str, Bug)] = &[
     (
         "transition-ignores-switching",
         Bug::Mm(mm::Fault::TransitionIgnoresSwitching),
+    ),
+    ("skip-tlbsync", Bug::Invlpgb(InvlpgbBug::SkipTlbsync)),
+    (
+        "invlpgb-one-page-short",
+        Bug::Invlpgb(InvlpgbBug::OnePageShort),
+    ),
+    (
+        "invlpgb-wrong-stride",
+        Bug::Invlpgb(InvlpgbBug::WrongStride),
+    ),
+    (
+        "invlpgb-count-over-max",
+        Bug::Invlpgb(InvlpgbBug::CountOverMax),
     ),
 ];
 

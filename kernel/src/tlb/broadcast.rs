@@ -3,23 +3,32 @@
 //!
 //! `mm` speaks in [`BroadcastOp`]s followed by one `sync`. On AMD Zen 3 and
 //! later each operation becomes one or more INVLPGB instructions and `sync`
-//! a TLBSYNC on the same CPU: no interrupt is taken anywhere. Under QEMU,
-//! which has no INVLPGB, the software backend delivers the same operation to
+//! a TLBSYNC on the same CPU: no interrupt is taken anywhere. Under QEMU
+//! without INVLPGB, the software backend delivers the same operation to
 //! every online CPU by cross-call, and each CPU runs `mm`'s broadcast
 //! handler, so promotion and the ASID transition run for real, only slower.
+//! The project's patched QEMU (`emulator/qemu-invlpgb`, `.ci/qemu-invlpgb`)
+//! executes the real instructions.
 //!
 //! Which INVLPGBs carry out an operation is `mm`'s decision
-//! ([`mm::invlpgb::sequence`], tested as data on the host, since nothing
-//! here can execute them); this backend only issues them.
+//! ([`mm::invlpgb::sequence`], tested as data on the host); this backend
+//! issues them, counts them and keeps them for the trace
+//! ([`super::invlpgb_log`]). Its deliberate bugs (`tlb.bug=`, see
+//! [`InvlpgbBug`]) break the issuing, so that the emulator, not the model,
+//! must catch them.
 
+use alloc::string::String;
+
+use hal::trap::TrapFrame;
 use mm::{
     BroadcastBackend, BroadcastOp, Pcid,
-    invlpgb::{self, InvlpgbLimits},
+    invlpgb::{self, InvlpgbLimits, InvlpgbOperands},
 };
 
 use crate::{
     smp,
-    tlb::{KernelTlb, system},
+    tlb::{KernelTlb, invlpgb_log, system},
+    tlb_mode::InvlpgbBug,
 };
 
 /// The broadcast backends the kernel has.
@@ -28,25 +37,83 @@ pub enum KernelBroadcast {
     /// run `mm`'s broadcast handler. Completes before returning, so `sync`
     /// has nothing left to wait for.
     Software,
-    /// AMD's INVLPGB with the CPU's page-count limit: one instruction
-    /// reaches every CPU; TLBSYNC on the issuing CPU waits for completion.
-    /// `mm` issues operations and their `sync` back to back on one CPU, and
-    /// this kernel never preempts or migrates kernel code, so the pair
-    /// cannot be split across CPUs.
-    Invlpgb(InvlpgbLimits),
+    /// AMD's INVLPGB: one instruction reaches every CPU; TLBSYNC on the
+    /// issuing CPU waits for completion. `mm` issues operations and their
+    /// `sync` back to back on one CPU, and this kernel never preempts or
+    /// migrates kernel code, so the pair cannot be split across CPUs.
+    Invlpgb(Invlpgb),
+}
+
+/// The INVLPGB backend's settings.
+pub struct Invlpgb {
+    /// The CPU's page limit per instruction.
+    pub limits: InvlpgbLimits,
+    /// Print each instruction under its flush's trace line.
+    pub trace: bool,
+    /// A deliberate bug in the issuing (`tlb.bug=`).
+    pub bug: Option<InvlpgbBug>,
+}
+
+impl Invlpgb {
+    fn carry_out(&self, op: BroadcastOp) {
+        let op = match (self.bug, op) {
+            (
+                Some(InvlpgbBug::OnePageShort),
+                BroadcastOp::PcidRange {
+                    pcid,
+                    start,
+                    end,
+                    stride_shift,
+                },
+            ) => BroadcastOp::PcidRange {
+                pcid,
+                start,
+                end: end - (1 << stride_shift),
+                stride_shift,
+            },
+            (_, op) => op,
+        };
+        // A CPU that "reads CPUID wrong" by one: one page more per INVLPGB
+        // than the CPU allows.
+        let limits = match self.bug {
+            Some(InvlpgbBug::CountOverMax) => {
+                InvlpgbLimits::from_cpuid_edx(self.limits.max_pages())
+            }
+            _ => self.limits,
+        };
+        invlpgb::sequence(&op, limits, |mut operands| {
+            let user_range = invlpgb::FLAG_VA | invlpgb::FLAG_PCID;
+            if self.bug == Some(InvlpgbBug::WrongStride) && operands.rax & user_range == user_range {
+                operands.ecx |= 1 << 31;
+            }
+            issue(&operands, self.trace);
+        });
+    }
+
+    fn sync(&self) {
+        if self.bug == Some(InvlpgbBug::SkipTlbsync) {
+            return;
+        }
+        let started = hal::time::now_ns();
+        hal::tlb::tlbsync();
+        invlpgb_log::synced(hal::time::now_ns().saturating_sub(started), self.trace);
+    }
+}
+
+fn issue(operands: &InvlpgbOperands, trace: bool) {
+    hal::tlb::invlpgb(hal::tlb::InvlpgbRegisters {
+        rax: operands.rax,
+        ecx: operands.ecx,
+        edx: operands.edx,
+    });
+    invlpgb_log::issued(operands, trace);
 }
 
 impl KernelBroadcast {
     fn carry_out(&self, op: BroadcastOp) {
         match self {
             Self::Software => broadcast_by_ipi(&op),
-            Self::Invlpgb(limits) => invlpgb::sequence(&op, *limits, |operands| {
-                hal::tlb::invlpgb(hal::tlb::InvlpgbRegisters {
-                    rax: operands.rax,
-                    ecx: operands.ecx,
-                    edx: operands.edx,
-                })
-            }),
+            Self::Invlpgb(backend) => backend.carry_out(op),
         }
     }
 }
@@ -94,7 +161,48 @@ impl BroadcastBackend for KernelBroadcast {
             Self::Software => {}
             // The INVLPGBs of this flush were issued by this CPU (see the
             // variant's documentation), so this TLBSYNC waits for them.
-            Self::Invlpgb(_) => hal::tlb::tlbsync(),
+            Self::Invlpgb(backend) => backend.sync(),
         }
     }
+}
+
+/// INVLPGB's encoding, `0F 01 FE`.
+const INVLPGB_OPCODE: [u8; 3] = [0x0f, 0x01, 0xfe];
+
+/// If the #GP in `frame` was raised by an INVLPGB, what its operands (the
+/// saved RAX, ECX and EDX) were and which rule they broke.
+pub fn explain_invlpgb_fault(frame: &TrapFrame) -> Option<String> {
+    if code_at(frame.rip)? != INVLPGB_OPCODE {
+        return None;
+    }
+    let operands = InvlpgbOperands {
+        rax: frame.rax,
+        ecx: frame.rcx as u32,
+        edx: frame.rdx as u32,
+    };
+    let max_pages = hal::tlb::invlpgb_max_pages();
+    let why = invlpgb::refusal(
+        &operands,
+        InvlpgbLimits::from_cpuid_edx(max_pages.saturating_sub(1)),
+        hal::tlb::pcids_enabled(),
+    )
+    .unwrap_or("no rule of the manual that this kernel knows");
+    Some(alloc::format!(
+        "INVLPGB refused its operands {operands} (this CPU takes at most {max_pages} pages per \
+         instruction): {why}"
+    ))
+}
+
+/// The three bytes at `address` in kernel memory, read as aligned words.
+fn code_at(address: u64) -> Option<[u8; 3]> {
+    let aligned = address & !7;
+    let words = [
+        hal::stack_walk::read_word(aligned)?,
+        hal::stack_walk::read_word(aligned + 8)?,
+    ];
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&words[0].to_le_bytes());
+    bytes[8..].copy_from_slice(&words[1].to_le_bytes());
+    let offset = (address - aligned) as usize;
+    Some([bytes[offset], bytes[offset + 1], bytes[offset + 2]])
 }
