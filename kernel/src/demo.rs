@@ -7,8 +7,10 @@
 //! of the whole phase, and the median time of its flush requests).
 //!
 //! Phase 3 is the promotion to a global ASID, the mechanism the kernel is
-//! about, and it needs a broadcast backend. On a CPU with INVLPGB the boot
-//! chose one; everywhere else (every CPU QEMU emulates) the boot chose mode
+//! about, and it needs a broadcast backend. On a CPU with INVLPGB (an EPYC,
+//! or the project's patched QEMU with `-cpu EPYC-Milan,+invlpgb`) the boot
+//! chose one, and the phase says how many INVLPGBs and TLBSYNCs carried its
+//! broadcasts; everywhere else (stock QEMU) the boot chose mode
 //! `ipi`, as Linux does, and the demo lends the software broadcast backend
 //! to that one phase ([`tlb::lend_software_broadcast`]) rather than asking
 //! for a second boot: `mm` allows the switch while no address space holds a
@@ -128,15 +130,24 @@ fn run_phase(phase: &Phase) -> Option<PhaseCost> {
     let mode = tlb::mode();
     let before = tlb::system().total_counters();
     let requests_before = tlb::latency::all_requests();
+    let invlpgbs_before = tlb::invlpgb_log::invlpgbs();
     let outcome = loader::spawn("tlbtest", phase.args, None).map(|process| process.wait());
     let delta = tlb::system().total_counters().delta_since(&before);
     let requests = tlb::latency::all_requests().since(&requests_before);
+    let invlpgbs = tlb::invlpgb_log::invlpgbs() - invlpgbs_before;
     match outcome {
         Ok(Some(0)) => {
             println!(
                 "demo:   kernel counters for the phase: {}",
                 interesting(&delta)
             );
+            if mode == TlbMode::Invlpgb && delta.broadcast_ops > 0 {
+                println!(
+                    "demo:   the {} broadcasts were {invlpgbs} INVLPGB instructions and {} TLBSYNCs: \
+                     every CPU's TLB dropped the entries without an interrupt",
+                    delta.broadcast_ops, delta.broadcast_syncs
+                );
+            }
             Some(PhaseCost {
                 short: phase.short,
                 mode,
