@@ -1,10 +1,11 @@
 //! TLB coherence stress: can any CPU use a translation after the system
 //! call that revoked it has returned?
 //!
-//! `coherence <rounds> <cpus>`: one writer thread on CPU 0 and one reader
-//! thread on each other CPU share one test page. Each round the writer fills
-//! the page's data half with a value unique to the round, then changes the
-//! mapping in one of four ways, cycling:
+//! `coherence <rounds> <cpus> [pages]`: one writer thread on CPU 0 and one
+//! reader thread on each other CPU share a test region of `pages` pages (1
+//! by default, at most 32). Each round the writer fills every page's data
+//! half with a value unique to the round, then changes the mapping of the
+//! whole region in one of four ways, cycling:
 //!
 //! | op       | system call                   | the data afterwards        |
 //! |----------|-------------------------------|----------------------------|
@@ -24,8 +25,10 @@
 //!   write that went through a stale entry to a frame already copied to swap
 //!   would be lost.
 //!
-//! Readers stop writing (and say so) before each `protect` op, so no
-//! correct kernel ever kills them. Prints the counts and exits with the
+//! Readers read every page of the region in turn, so a flush that misses
+//! any page of a range (one page short, or the wrong stride) leaves a stale
+//! read behind. Readers stop writing (and say so) before each `protect` op,
+//! so no correct kernel ever kills them. Prints the counts and exits with the
 //! number of violations (0: coherent).
 
 #![no_std]
@@ -40,9 +43,13 @@ use user::{
 
 user::entry!(main);
 
-/// Where the test page lives (mapped with MAP_FIXED, so remap can reuse it).
+/// Where the test region lives (mapped with MAP_FIXED, so remap can reuse
+/// it).
 const TEST_PAGE: u64 = 0x3000_0000_0000;
 const DATA_WORDS: usize = 256;
+const MAX_PAGES: usize = 32;
+/// Pages in the test region (set once, before the readers start).
+static PAGES: AtomicUsize = AtomicUsize::new(1);
 /// Rounds between progress lines.
 const PROGRESS_EVERY: u64 = 250;
 const SLOT_OFFSET: usize = 2048;
@@ -97,8 +104,12 @@ fn op_of(round: u64) -> Op {
     OPS[(round % OPS.len() as u64) as usize]
 }
 
-fn word(index: usize) -> *mut u64 {
-    (TEST_PAGE as usize + index * 8) as *mut u64
+fn word(page: usize, index: usize) -> *mut u64 {
+    (TEST_PAGE as usize + page * PAGE_SIZE as usize + index * 8) as *mut u64
+}
+
+fn region_len() -> usize {
+    PAGES.load(Ordering::Relaxed) * PAGE_SIZE as usize
 }
 
 fn slot(reader: usize) -> *mut u64 {
@@ -113,6 +124,12 @@ fn main(args: &str) -> i32 {
         .and_then(|w| w.parse().ok())
         .unwrap_or(2)
         .clamp(2, MAX_READERS + 1);
+    let pages: usize = words
+        .next()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(1)
+        .clamp(1, MAX_PAGES);
+    PAGES.store(pages, Ordering::Relaxed);
     let readers = cpus - 1;
 
     if map_test_page().is_err() || sys::set_affinity(0).is_err() {
@@ -130,10 +147,13 @@ fn main(args: &str) -> i32 {
     }
 
     for round in 1..=rounds {
-        for index in 0..DATA_WORDS {
-            // SAFETY: the test page is mapped read-write at this point of
-            // every round (the protect op restores write access).
-            unsafe { word(index).write_volatile(tag(round)) };
+        for page in 0..pages {
+            for index in 0..DATA_WORDS {
+                // SAFETY: the test region is mapped read-write at this
+                // point of every round (the protect op restores write
+                // access).
+                unsafe { word(page, index).write_volatile(tag(round)) };
+            }
         }
         if perform(op_of(round), readers).is_err() {
             println!("coherence: system call failed in round {round}");
@@ -156,8 +176,9 @@ fn main(args: &str) -> i32 {
 
     let stale = CONTROL.stale_reads.load(Ordering::Relaxed);
     let lost = CONTROL.lost_writes.load(Ordering::Relaxed);
+    let region = PagesNote(pages);
     println!(
-        "coherence: {rounds} rounds, {readers} readers, {} reads: {stale} stale reads, {lost} lost writes",
+        "coherence: {rounds} rounds, {readers} readers{region}, {} reads: {stale} stale reads, {lost} lost writes",
         CONTROL.reads.load(Ordering::Relaxed)
     );
     (stale + lost).min(99) as i32
@@ -169,7 +190,7 @@ fn map_test_page() -> Result<(), user::Errno> {
     unsafe {
         sys::mmap(
             TEST_PAGE,
-            PAGE_SIZE as usize,
+            region_len(),
             Prot::READ | Prot::WRITE,
             MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED,
         )
@@ -188,7 +209,7 @@ fn zeroing(op: impl FnOnce() -> Result<(), user::Errno>) -> Result<(), user::Err
 /// One round's mapping change.
 fn perform(op: Op, readers: usize) -> Result<(), user::Errno> {
     let page = TEST_PAGE as *mut u8;
-    let len = PAGE_SIZE as usize;
+    let len = region_len();
     match op {
         // SAFETY: every user of the page tolerates it becoming zero.
         Op::Discard => zeroing(|| unsafe { sys::madvise(page, len, advice::DONTNEED) }),
@@ -218,11 +239,13 @@ fn read_loop(reader: usize, cpu: u64) -> u64 {
     let mut zeroings_at_write = CONTROL.zeroings.load(Ordering::SeqCst);
     let mut acknowledged_request = 0u64;
     let mut iteration = 0usize;
+    let pages = PAGES.load(Ordering::Relaxed);
     while !CONTROL.stop.load(Ordering::Relaxed) {
         iteration += 1;
         let before = CONTROL.epoch.load(Ordering::Acquire);
-        // SAFETY: the test page is always mapped and readable.
-        let value = unsafe { word(iteration % DATA_WORDS).read_volatile() };
+        let (page, index) = (iteration % pages, (iteration / pages) % DATA_WORDS);
+        // SAFETY: the test region is always mapped and readable.
+        let value = unsafe { word(page, index).read_volatile() };
         let after = CONTROL.epoch.load(Ordering::Acquire);
         CONTROL.reads.fetch_add(1, Ordering::Relaxed);
         let zeroed_round = matches!(op_of(before), Op::Discard | Op::Remap);
@@ -258,4 +281,18 @@ fn read_loop(reader: usize, cpu: u64) -> u64 {
         unsafe { slot(reader).write_volatile(last_written) };
     }
     0
+}
+
+/// `, N pages` in the summary for a region of more than one page; one page
+/// is the default and needs no mention (the book shows the line so).
+struct PagesNote(usize);
+
+impl core::fmt::Display for PagesNote {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if self.0 > 1 {
+            write!(f, ", {} pages", self.0)
+        } else {
+            Ok(())
+        }
+    }
 }

@@ -8,7 +8,9 @@
 //!   (the page is not executable: NX);
 //! - `null`: reads address 0 (nothing is mapped below the program image);
 //! - `peek`: reads `0x2000_0000_0000`, where the `isolation` guards keep
-//!   their data in their own address spaces: this one has nothing there.
+//!   their data in their own address spaces: this one has nothing there;
+//! - `invlpgb`, `tlbsync`, `invpcid`: executes a TLB instruction that only
+//!   ring 0 may (#GP at CPL 3, or #UD where the CPU lacks it).
 //!
 //! The accesses are inline assembly so the compiler cannot reason about
 //! them (in Rust, reading a null pointer is undefined behaviour, not a
@@ -41,9 +43,11 @@ fn main(args: &str) -> i32 {
         "peek" => read_byte(OTHER_PROCESS_DATA),
         "write-ro" => write_read_only(),
         "exec-data" => execute_data(),
+        "invlpgb" | "tlbsync" | "invpcid" => privileged_tlb_instruction(mode),
         _ => {
             println!(
-                "usage: fault kernel-read|kernel-write|kernel-exec|write-ro|exec-data|null|peek, got '{args}'"
+                "usage: fault kernel-read|kernel-write|kernel-exec|write-ro|exec-data|null|peek\
+                 |invlpgb|tlbsync|invpcid, got '{args}'"
             );
             return 2;
         }
@@ -103,4 +107,28 @@ fn execute_data() {
     // The instruction fetch faults (the page is not executable). Were it
     // executed, `ret` would come straight back.
     call(page as u64);
+}
+
+fn privileged_tlb_instruction(name: &str) {
+    println!("fault: executing {name} in ring 3");
+    let descriptor = [0u64; 2];
+    // Each raises #GP at CPL 3 (or #UD); were one executed, it would only
+    // drop TLB entries (INVLPGB of everything non-global, INVPCID type 3)
+    // or wait (TLBSYNC). INVPCID reads the descriptor, which outlives it.
+    // SAFETY: the instructions change no memory.
+    unsafe {
+        match name {
+            "invlpgb" => {
+                asm!(".byte 0x0f, 0x01, 0xfe", in("rax") 0u64, in("ecx") 0u32, in("edx") 0u32, options(nostack))
+            }
+            "tlbsync" => asm!(".byte 0x0f, 0x01, 0xff", options(nostack)),
+            _ => asm!(
+                // INVPCID rax, [rdi]: 66 0F 38 82 /r, ModRM 00 000 111.
+                ".byte 0x66, 0x0f, 0x38, 0x82, 0x07",
+                in("rax") 3u64,
+                in("rdi") descriptor.as_ptr(),
+                options(nostack, readonly)
+            ),
+        }
+    }
 }
