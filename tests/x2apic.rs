@@ -20,7 +20,7 @@
 //! IPIs. A boot with plain `EPYC-Milan` on the same QEMU is the control: it
 //! must run xAPIC.
 
-use std::{io::Write, time::Duration};
+use std::time::Duration;
 
 use boot::{
     qemu::{self, Outcome, Qemu, QemuConfig, Run},
@@ -40,30 +40,10 @@ const X2APIC_MODE: &str = "local APIC x2APIC (MSRs)";
 const XAPIC_FEATURE: &str = "  x2APIC   no   IPIs through MSRs";
 const XAPIC_MODE: &str = "local APIC xAPIC (MMIO, uncached)";
 
-/// QEMU 10 from `SHOOTDOWN_QEMU10`, or `None` (with a line saying why the
-/// test is skipped) when the variable is unset or empty. A set variable
-/// that names no usable prefix fails the test.
-///
-/// The line goes straight to stderr: the test harness captures `println!`
-/// of a passing test, and a skip must not look like a pass.
+/// QEMU 10 from `SHOOTDOWN_QEMU10`, or `None` (the test says it is
+/// skipped) when the variable is unset.
 fn qemu10() -> Option<Qemu> {
-    match std::env::var_os(PREFIX_VARIABLE) {
-        Some(prefix) if !prefix.is_empty() => Some(
-            Qemu::from_prefix(&prefix).unwrap_or_else(|error| panic!("{PREFIX_VARIABLE}: {error}")),
-        ),
-        _ => {
-            // libtest names each test's thread after the test.
-            let test = std::thread::current()
-                .name()
-                .unwrap_or("x2apic")
-                .to_string();
-            let _ = writeln!(
-                std::io::stderr(),
-                "{test}: skipped: {PREFIX_VARIABLE} is not set (.ci/run installs QEMU 10)"
-            );
-            None
-        }
-    }
+    Qemu::from_prefix_variable(PREFIX_VARIABLE, ".ci/run installs QEMU 10")
 }
 
 /// What one boot is: a CPU model, a CPU count and a kernel command line.

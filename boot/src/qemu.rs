@@ -150,6 +150,28 @@ impl Qemu {
         &self.program
     }
 
+    /// The QEMU in the prefix that environment variable `variable` names,
+    /// for a test tier that needs a QEMU other than the system's; `None`,
+    /// after a line on stderr saying that the calling test is skipped and
+    /// that `installer` provides the prefix, if the variable is unset or
+    /// empty. A set variable that names no usable prefix panics. (The line
+    /// goes straight to stderr: the test harness captures the output of a
+    /// passing test, and a skip must not look like a pass.)
+    pub fn from_prefix_variable(variable: &str, installer: &str) -> Option<Self> {
+        match std::env::var_os(variable) {
+            Some(prefix) if !prefix.is_empty() => Some(
+                Self::from_prefix(&prefix).unwrap_or_else(|error| panic!("{variable}: {error}")),
+            ),
+            _ => {
+                // libtest names each test's thread after the test.
+                let thread = std::thread::current();
+                let test = thread.name().unwrap_or("test");
+                eprintln!("{test}: skipped: {variable} is not set ({installer})");
+                None
+            }
+        }
+    }
+
     /// The unpacked prefix, if this QEMU lives in one.
     pub fn prefix(&self) -> Option<&Path> {
         self.prefix.as_deref()
@@ -529,6 +551,27 @@ impl Run {
     /// Whether any serial line contains `text`.
     pub fn printed(&self, text: &str) -> bool {
         report::printed(&self.serial, text)
+    }
+
+    /// The value of `key=` in the first serial line that starts with
+    /// `prefix` (`tlb-counters:`, `tlbtest promote:`, ...), if both exist.
+    pub fn value(&self, prefix: &str, key: &str) -> Option<&str> {
+        let line = self.serial.iter().find(|line| line.starts_with(prefix))?;
+        line.split_whitespace()
+            .find_map(|word| word.strip_prefix(key)?.strip_prefix('='))
+    }
+
+    /// [`Run::value`] as a number; panics with the run's description if the
+    /// line, the key or a number is missing (for tests).
+    pub fn number(&self, prefix: &str, key: &str) -> u64 {
+        self.value(prefix, key)
+            .and_then(|value| value.parse().ok())
+            .unwrap_or_else(|| {
+                panic!(
+                    "no number {key}= in a line starting with '{prefix}'\n{}",
+                    self.describe()
+                )
+            })
     }
 
     /// The outcome, the last serial lines and QEMU's stderr, for failure
