@@ -58,6 +58,10 @@ pub enum TlbMode {
     /// Global ASIDs for processes on 4+ CPUs, flushed by a software
     /// broadcast.
     BroadcastSw,
+    /// Global ASIDs flushed by INVLPGB/TLBSYNC: needs a CPU with INVLPGB
+    /// (the patched QEMU of `.ci/qemu-invlpgb` with `--cpu
+    /// EPYC-Milan,+invlpgb`); elsewhere the kernel refuses the mode.
+    Invlpgb,
 }
 
 impl TlbMode {
@@ -66,6 +70,7 @@ impl TlbMode {
         match self {
             Self::Ipi => "ipi",
             Self::BroadcastSw => "broadcast-sw",
+            Self::Invlpgb => "invlpgb",
         }
     }
 }
