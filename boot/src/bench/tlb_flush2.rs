@@ -166,15 +166,22 @@ pub fn plan(args: &TlbFlush2Args) -> Result<Plan, String> {
     })
 }
 
-/// The comparison of iterations/s and the counters behind it.
+/// The comparison of iterations/s and the counters behind it, with the
+/// verdict on the seeds' direction when the run can tell.
 pub fn report(plan: &Plan, samples: &[Sample]) -> String {
+    let mut comparison = table::comparison(
+        plan,
+        samples,
+        "iterations_per_s",
+        "total iterations/s over all tasks",
+    );
+    if let Some(verdict) = seeds_direction(plan, samples, "iterations_per_s") {
+        comparison.push('\n');
+        comparison.push_str(&verdict);
+        comparison.push('\n');
+    }
     [
-        table::comparison(
-            plan,
-            samples,
-            "iterations_per_s",
-            "total iterations/s over all tasks",
-        ),
+        comparison,
         table::details(
             plan,
             samples,
@@ -200,6 +207,52 @@ pub fn report(plan: &Plan, samples: &[Sample]) -> String {
         ),
     ]
     .join("\n")
+}
+
+/// The seeds' headline is that with 4 or more threads, broadcast flushes
+/// (global ASIDs) beat targeted IPIs. Whether this run agrees: for each
+/// row of 4 or more tasks of a threads run, the median of every other mode
+/// against `ipi`'s; `None` when the run has no such row or no `ipi` column
+/// (processes send no shootdowns at all).
+fn seeds_direction(plan: &Plan, samples: &[Sample], key: &str) -> Option<String> {
+    if !plan.title.starts_with("tlb_flush2 threads") {
+        return None;
+    }
+    let ipi = plan.columns.iter().position(|column| column == "ipi")?;
+    let index = plan.metric(key);
+    let median = |row: usize, column: usize| {
+        Spread::of(plan.values(samples, row, column, index)).map(|spread| spread.median)
+    };
+    let mut holds = true;
+    let mut ratios = Vec::new();
+    for (row, values) in plan.rows.iter().enumerate() {
+        let tasks: u32 = values.first()?.parse().ok()?;
+        let Some(base) = median(row, ipi).filter(|base| *base > 0.0) else {
+            continue;
+        };
+        if tasks < 4 {
+            continue;
+        }
+        for (column, name) in plan.columns.iter().enumerate() {
+            if let Some(value) = median(row, column).filter(|_| column != ipi) {
+                holds &= value > base;
+                ratios.push(format!("{name} / ipi {:.2} at {tasks} tasks", value / base));
+            }
+        }
+    }
+    if ratios.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "seeds' direction (broadcasts faster than targeted IPIs from 4 threads on): {} on this machine: {}{}",
+        if holds { "holds" } else { "does not hold" },
+        ratios.join(", "),
+        if holds {
+            ""
+        } else {
+            "; --profile and the step-by-step table say where the time goes"
+        }
+    ))
 }
 
 /// Iterations/s against the task count, one line per mode.
@@ -229,4 +282,48 @@ pub fn plot(plan: &Plan, samples: &[Sample]) -> String {
         format_y: |value| table::format_value(Format::Count, value),
     }
     .render()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::plan::{Step, tests::small_plan};
+
+    fn sample(row: usize, column: usize, x: f64) -> Sample {
+        Sample {
+            step: Step {
+                row,
+                column,
+                rep: 1,
+            },
+            values: vec![Some(x)],
+            profile: None,
+        }
+    }
+
+    #[test]
+    fn the_verdict_compares_broadcasts_with_ipis_from_4_threads_on() {
+        let mut plan = small_plan(1);
+        plan.title = String::from("tlb_flush2 threads, 4 CPUs, 3 s");
+        plan.rows = vec![vec!["2".into()], vec!["4".into()]];
+        let faster = [
+            sample(0, 0, 100.0),
+            sample(0, 1, 50.0),
+            sample(1, 0, 10.0),
+            sample(1, 1, 20.0),
+        ];
+        let verdict = seeds_direction(&plan, &faster, "x").unwrap();
+        assert!(
+            verdict.contains(": holds on this machine: broadcast-sw / ipi 2.00 at 4 tasks"),
+            "{verdict}"
+        );
+        let slower = [sample(1, 0, 20.0), sample(1, 1, 10.0)];
+        let verdict = seeds_direction(&plan, &slower, "x").unwrap();
+        assert!(
+            verdict.contains("does not hold") && verdict.contains("0.50 at 4 tasks"),
+            "{verdict}"
+        );
+        plan.title = String::from("tlb_flush2 processes, 4 CPUs, 3 s");
+        assert_eq!(seeds_direction(&plan, &faster, "x"), None);
+    }
 }
