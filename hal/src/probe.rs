@@ -232,14 +232,14 @@ pub fn invpcid(kind: u64, descriptor: &[u64; 2]) -> Result<(), InstructionFault>
 /// runs with PCIDs: see [`pcide_rules`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PcideRules {
-    /// Setting CR4.PCIDE while CR3[11:0] is not 0 (SDM: #GP).
+    /// Setting CR4.PCIDE while CR3 bits 11:0 is not 0 (SDM: #GP).
     pub set_with_cr3_low_bits: Result<(), InstructionFault>,
     /// INVPCID type 1 naming PCID 1 while CR4.PCIDE is clear (SDM: #GP).
     pub invpcid_without_pcide: Result<(), InstructionFault>,
     /// INVLPGB naming PCID 1 while CR4.PCIDE is clear (APM: #GP); `None`
     /// without INVLPGB.
     pub invlpgb_without_pcide: Option<Result<(), InstructionFault>>,
-    /// Setting CR4.PCIDE with CR3[11:0] 0, to put things back (legal).
+    /// Setting CR4.PCIDE with CR3 bits 11:0 0, to put things back (legal).
     pub set_back: Result<(), InstructionFault>,
 }
 
@@ -250,7 +250,7 @@ pub struct PcideRules {
 pub fn pcide_rules(invlpgb: bool) -> PcideRules {
     use x86_64::registers::control::{Cr3, Cr4, Cr4Flags};
     /// CR3 bit 3 (PWT) without PCIDs: a write-through PML4 access, harmless,
-    /// and a non-zero CR3[11:0].
+    /// and a non-zero CR3 bits 11:0.
     const CR3_PWT: u64 = 1 << 3;
     without_interrupts(|| {
         let cr4 = Cr4::read_raw();
@@ -274,7 +274,7 @@ pub fn pcide_rules(invlpgb: bool) -> PcideRules {
         let invpcid_without_pcide = invpcid(1, &descriptor);
         let invlpgb_without_pcide = invlpgb.then(|| self::invlpgb(0b110, 0, 1 << 16));
         // SAFETY: the same root with PCID 0, then PCIDE set as it was, which
-        // is legal with CR3[11:0] 0; then the original CR3, flushing.
+        // is legal with CR3 bits 11:0 0; then the original CR3, flushing.
         let set_back = unsafe {
             core::arch::asm!("mov cr3, {}", in(reg) root, options(nostack, preserves_flags));
             instruction_result(probe_write_cr4(cr4))

@@ -23,14 +23,14 @@ use crate::{check, check_eq};
 const SOME_USER_ADDRESS: u64 = 0x4000_0000;
 /// The first non-canonical address (48-bit paging).
 const NON_CANONICAL: u64 = 0x0000_8000_0000_0000;
-/// CPUID Fn8000_0008_EBX[21]: INVLPGB may include nested translations.
+/// CPUID Fn8000_0008_EBX bit 21: INVLPGB may include nested translations.
 const INVLPGB_NESTED: u32 = 1 << 21;
 
 fn is_gp(outcome: Result<(), InstructionFault>) -> bool {
     matches!(outcome, Err(InstructionFault::GeneralProtection(_)))
 }
 
-/// INVLPGB and TLBSYNC: #UD without CPUID Fn8000_0008_EBX[3]; with it, #GP
+/// INVLPGB and TLBSYNC: #UD without CPUID Fn8000_0008_EBX bit 3; with it, #GP
 /// for every operand the APM forbids (and the emulator's documented
 /// choices where it is silent), and success for legal ones.
 pub fn invlpgb_and_tlbsync_follow_the_manual() -> TestResult {
@@ -89,7 +89,7 @@ pub fn invlpgb_and_tlbsync_follow_the_manual() -> TestResult {
     Ok(())
 }
 
-/// INVPCID: #UD without CPUID.7.EBX[10]; with it, types 0-3 succeed and the
+/// INVPCID: #UD without CPUID.7.EBX bit 10; with it, types 0-3 succeed and the
 /// SDM's #GP rules hold (a type above 3, reserved descriptor bits, a
 /// non-canonical address for type 0, a PCID other than 0 without PCIDs).
 pub fn invpcid_follows_the_manual() -> TestResult {
@@ -128,9 +128,9 @@ pub fn invpcid_follows_the_manual() -> TestResult {
     Ok(())
 }
 
-/// CR4.PCIDE: setting it while CR3[11:0] is not 0 raises #GP, and with it
+/// CR4.PCIDE: setting it while CR3 bits 11:0 is not 0 raises #GP, and with it
 /// clear, naming PCID 1 to INVPCID or INVLPGB raises #GP; setting it back
-/// with CR3[11:0] 0 succeeds. Tried on this CPU with PCIDs off for a moment
+/// with CR3 bits 11:0 0 succeeds. Tried on this CPU with PCIDs off for a moment
 /// (`hal::probe::pcide_rules`).
 pub fn pcide_follows_the_manual() -> TestResult {
     let cpu = kernel::boot::detect_cpu_features();
@@ -141,7 +141,7 @@ pub fn pcide_follows_the_manual() -> TestResult {
     let rules = probe::pcide_rules(cpu.invlpgb.is_some());
     check!(
         is_gp(rules.set_with_cr3_low_bits),
-        "setting CR4.PCIDE with CR3[11:0] = 8: {:?}, expected #GP",
+        "setting CR4.PCIDE with CR3 bits 11:0 = 8: {:?}, expected #GP",
         rules.set_with_cr3_low_bits
     );
     check!(
@@ -155,7 +155,7 @@ pub fn pcide_follows_the_manual() -> TestResult {
             "INVLPGB of PCID 1 with CR4.PCIDE clear: {outcome:?}, expected #GP"
         );
     }
-    check_eq!(rules.set_back, Ok(()), "setting CR4.PCIDE with CR3[11:0] = 0");
+    check_eq!(rules.set_back, Ok(()), "setting CR4.PCIDE with CR3 bits 11:0 = 0");
     check!(hal::tlb::pcids_enabled(), "CR4.PCIDE is set again afterwards");
     Ok(())
 }
