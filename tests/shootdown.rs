@@ -46,28 +46,6 @@ fn run_machine(cpus: u32, cmdline: &str) -> Run {
     qemu::run(&config).unwrap_or_else(|error| panic!("cannot boot the kernel: {error}"))
 }
 
-/// The value of `key=` in the first serial line starting with `prefix`.
-fn field(run: &Run, prefix: &str, key: &str) -> String {
-    let line = run
-        .serial
-        .iter()
-        .find(|line| line.starts_with(prefix))
-        .unwrap_or_else(|| panic!("no line starting with '{prefix}'\n{}", run.describe()));
-    line.split_whitespace()
-        .find_map(|word| {
-            word.strip_prefix(key)
-                .and_then(|rest| rest.strip_prefix('='))
-        })
-        .unwrap_or_else(|| panic!("no {key}= in '{line}'"))
-        .to_string()
-}
-
-fn number(run: &Run, prefix: &str, key: &str) -> u64 {
-    field(run, prefix, key)
-        .parse()
-        .unwrap_or_else(|_| panic!("{key} is not a number\n{}", run.describe()))
-}
-
 fn coherence(mode: &str, cpus: u32, rounds: u32) {
     let run = boot(cpus, &format!("tlb={mode} exec=coherence:{rounds},{cpus}"));
     let summary = format!("coherence: {rounds} rounds, {} readers", cpus - 1);
@@ -139,11 +117,11 @@ fn the_profiler_names_where_a_shootdown_loop_spends_its_time() {
     );
     assert!(run.printed("where the time went: "), "{}", run.describe());
     assert!(
-        number(&run, "tlb-breakdown:", "requests") > 100,
+        run.number("tlb-breakdown:", "requests") > 100,
         "{}",
         run.describe()
     );
-    number(&run, "tlb-breakdown:", "delivery_ns");
+    run.number("tlb-breakdown:", "delivery_ns");
 }
 
 #[test]
@@ -185,20 +163,25 @@ fn promote(cmdline: &str, cpus: u32) -> Run {
 fn four_busy_cpus_promote_to_a_global_asid_and_stop_targeted_ipis() {
     let run = promote("tlb=broadcast-sw", 4);
     let line = "tlbtest promote:";
-    assert_eq!(field(&run, line, "promoted"), "yes", "{}", run.describe());
     assert_eq!(
-        number(&run, line, "transitions_finished"),
+        run.value(line, "promoted").unwrap_or(""),
+        "yes",
+        "{}",
+        run.describe()
+    );
+    assert_eq!(
+        run.number(line, "transitions_finished"),
         1,
         "{}",
         run.describe()
     );
     assert_eq!(
-        number(&run, line, "ipis_sent"),
+        run.number(line, "ipis_sent"),
         0,
         "flushes after promotion sent targeted IPIs"
     );
     assert!(
-        number(&run, line, "broadcast_ops") >= 200,
+        run.number(line, "broadcast_ops") >= 200,
         "{}",
         run.describe()
     );
@@ -209,13 +192,13 @@ fn three_busy_cpus_and_single_threads_are_never_promoted() {
     for cpus in [3, 1] {
         let run = promote("tlb=broadcast-sw", cpus);
         assert_eq!(
-            field(&run, "tlbtest promote:", "promoted"),
+            run.value("tlbtest promote:", "promoted").unwrap_or(""),
             "no",
             "{cpus} CPUs\n{}",
             run.describe()
         );
         assert_eq!(
-            number(&run, "tlbtest promote:", "broadcast_ops"),
+            run.number("tlbtest promote:", "broadcast_ops"),
             0,
             "{}",
             run.describe()
@@ -227,7 +210,7 @@ fn three_busy_cpus_and_single_threads_are_never_promoted() {
 fn lowering_the_threshold_promotes_three_cpus() {
     let run = promote("tlb=broadcast-sw tlb.promote=3", 3);
     assert_eq!(
-        field(&run, "tlbtest promote:", "promoted"),
+        run.value("tlbtest promote:", "promoted").unwrap_or(""),
         "yes",
         "{}",
         run.describe()
@@ -238,13 +221,13 @@ fn lowering_the_threshold_promotes_three_cpus() {
 fn ipi_mode_never_promotes() {
     let run = promote("tlb=ipi", 4);
     assert_eq!(
-        field(&run, "tlbtest promote:", "promoted"),
+        run.value("tlbtest promote:", "promoted").unwrap_or(""),
         "no",
         "{}",
         run.describe()
     );
     assert!(
-        number(&run, "tlbtest promote:", "ipis_sent") >= 200,
+        run.number("tlbtest promote:", "ipis_sent") >= 200,
         "{}",
         run.describe()
     );
@@ -254,9 +237,9 @@ fn ipi_mode_never_promotes() {
 fn batched_pageout_costs_one_flush_round() {
     let batched = boot(4, "tlb=ipi exec=tlbtest:pageout,256,3");
     assert_eq!(batched.outcome, Outcome::Success, "{}", batched.describe());
-    assert_eq!(number(&batched, "tlbtest pageout:", "batch_flushes"), 1);
+    assert_eq!(batched.number("tlbtest pageout:", "batch_flushes"), 1);
     assert!(
-        number(&batched, "tlbtest pageout:", "ipis_sent") <= 3,
+        batched.number("tlbtest pageout:", "ipis_sent") <= 3,
         "{}",
         batched.describe()
     );
@@ -268,9 +251,9 @@ fn batched_pageout_costs_one_flush_round() {
         "{}",
         unbatched.describe()
     );
-    assert_eq!(number(&unbatched, "tlbtest pageout:", "batch_flushes"), 0);
+    assert_eq!(unbatched.number("tlbtest pageout:", "batch_flushes"), 0);
     assert!(
-        number(&unbatched, "tlbtest pageout:", "ipis_sent") >= 256,
+        unbatched.number("tlbtest pageout:", "ipis_sent") >= 256,
         "{}",
         unbatched.describe()
     );
@@ -282,20 +265,25 @@ fn lazy_cpus_are_skipped_until_page_tables_are_freed() {
     assert_eq!(run.outcome, Outcome::Success, "{}", run.describe());
     let line = "tlbtest lazy:";
     assert_eq!(
-        number(&run, line, "ipis_ordinary"),
+        run.number(line, "ipis_ordinary"),
         0,
         "ordinary flushes interrupted a lazy CPU"
     );
     assert!(
-        number(&run, line, "ipis_freed_tables") >= 1,
+        run.number(line, "ipis_freed_tables") >= 1,
         "freeing page tables skipped the lazy CPU"
     );
-    assert_eq!(field(&run, line, "stale"), "no", "{}", run.describe());
+    assert_eq!(
+        run.value(line, "stale").unwrap_or(""),
+        "no",
+        "{}",
+        run.describe()
+    );
 }
 
 /// The kernel's closing counter line's value of `key`.
 fn kernel_counter(run: &Run, key: &str) -> u64 {
-    number(run, "tlb-counters:", key)
+    run.number("tlb-counters:", key)
 }
 
 #[test]

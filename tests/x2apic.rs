@@ -22,10 +22,7 @@
 
 use std::time::Duration;
 
-use boot::{
-    qemu::{self, Outcome, Qemu, QemuConfig, Run},
-    report::TestOutcome,
-};
+use boot::qemu::{self, Outcome, Qemu, QemuConfig, Run};
 
 /// The environment variable that names QEMU 10's prefix.
 const PREFIX_VARIABLE: &str = "SHOOTDOWN_QEMU10";
@@ -107,61 +104,17 @@ fn apic_tests(qemu: &Qemu, cpu: &str, cpus: u32, feature: &str, mode: &str) {
     .run(qemu);
     assert_banner(&run, &label, cpus, feature, mode);
     let report = run.test_report();
-    let failed: Vec<String> = report
-        .results
-        .iter()
-        .filter_map(|(name, outcome)| match outcome {
-            TestOutcome::Passed => None,
-            TestOutcome::Failed(reason) => Some(format!("{name}: {reason}")),
-        })
-        .collect();
-    assert!(
-        failed.is_empty() && report.unfinished.is_none(),
-        "{label}: failed {failed:?}, unfinished {:?}\n{}",
-        report.unfinished,
-        run.describe()
-    );
+    if let Err(why) = report.all_passed() {
+        panic!("{label}: {why}\n{}", run.describe());
+    }
     for area in APIC_TESTS {
         assert!(
-            report
-                .results
-                .iter()
-                .any(|(name, _)| name.starts_with(area)),
+            report.ran_any(area),
             "{label}: no {area} test ran\n{}",
             run.describe()
         );
     }
-    assert_eq!(
-        report.summary,
-        Some((report.results.len(), 0)),
-        "{label}: summary\n{}",
-        run.describe()
-    );
     assert_eq!(run.outcome, Outcome::Success, "{label}\n{}", run.describe());
-}
-
-/// The value of `key=` in the first serial line starting with `prefix`.
-fn field(run: &Run, label: &str, prefix: &str, key: &str) -> String {
-    let line = run
-        .serial
-        .iter()
-        .find(|line| line.starts_with(prefix))
-        .unwrap_or_else(|| {
-            panic!(
-                "{label}: no line starting with '{prefix}'\n{}",
-                run.describe()
-            )
-        });
-    line.split_whitespace()
-        .find_map(|word| word.strip_prefix(key)?.strip_prefix('='))
-        .unwrap_or_else(|| panic!("{label}: no {key}= in '{line}'"))
-        .to_string()
-}
-
-fn number(run: &Run, label: &str, prefix: &str, key: &str) -> u64 {
-    field(run, label, prefix, key)
-        .parse()
-        .unwrap_or_else(|_| panic!("{label}: {key} is not a number\n{}", run.describe()))
 }
 
 #[test]
@@ -203,25 +156,25 @@ fn x2apic_promotes_four_busy_cpus_to_a_global_asid() {
     assert_eq!(run.outcome, Outcome::Success, "{label}\n{}", run.describe());
     let line = "tlbtest promote:";
     assert_eq!(
-        field(&run, &label, line, "promoted"),
+        run.value(line, "promoted").unwrap_or(""),
         "yes",
         "{label}\n{}",
         run.describe()
     );
     assert_eq!(
-        number(&run, &label, line, "transitions_finished"),
+        run.number(line, "transitions_finished"),
         1,
         "{label}\n{}",
         run.describe()
     );
     assert_eq!(
-        number(&run, &label, line, "ipis_sent"),
+        run.number(line, "ipis_sent"),
         0,
         "{label}: flushes after promotion sent targeted IPIs\n{}",
         run.describe()
     );
     assert!(
-        number(&run, &label, line, "broadcast_ops") >= 20,
+        run.number(line, "broadcast_ops") >= 20,
         "{label}\n{}",
         run.describe()
     );
@@ -253,7 +206,7 @@ fn x2apic_targeted_ipis_keep_the_coherence_stress_coherent() {
     );
     assert_eq!(run.outcome, Outcome::Success, "{label}\n{}", run.describe());
     assert!(
-        number(&run, &label, "tlb-counters: mode=ipi", "ipis_sent") > 0,
+        run.number("tlb-counters: mode=ipi", "ipis_sent") > 0,
         "{label}: the stress sent no IPI\n{}",
         run.describe()
     );

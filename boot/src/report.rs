@@ -69,6 +69,40 @@ impl TestReport {
         self.results.push((name.to_string(), outcome));
     }
 
+    /// Whether every test that ran passed, none was left unfinished and the
+    /// closing summary counts them all; if not, what went wrong.
+    pub fn all_passed(&self) -> Result<(), String> {
+        let failed: Vec<String> = self
+            .results
+            .iter()
+            .filter_map(|(name, outcome)| match outcome {
+                TestOutcome::Passed => None,
+                TestOutcome::Failed(reason) => Some(format!("{name}: {reason}")),
+            })
+            .collect();
+        if !failed.is_empty() || self.unfinished.is_some() {
+            return Err(format!(
+                "failed {failed:?}, unfinished {:?}",
+                self.unfinished
+            ));
+        }
+        match self.summary {
+            Some((passed, 0)) if passed == self.results.len() => Ok(()),
+            summary => Err(format!(
+                "summary {summary:?} for {} tests that ran",
+                self.results.len()
+            )),
+        }
+    }
+
+    /// Whether a test whose name starts with `prefix` (an area, `ipi::`)
+    /// reported a result.
+    pub fn ran_any(&self, prefix: &str) -> bool {
+        self.results
+            .iter()
+            .any(|(name, _)| name.starts_with(prefix))
+    }
+
     /// The outcome of test `name`, if it reported one.
     pub fn outcome(&self, name: &str) -> Option<&TestOutcome> {
         self.results

@@ -22,9 +22,9 @@
 //! - [`pcide_rules`]: the #GP conditions of CR4.PCIDE, tried with PCIDs
 //!   turned off for a moment on this CPU.
 
-use core::arch::global_asm;
+use core::arch::{asm, global_asm};
 
-use x86_64::{VirtAddr, structures::idt::PageFaultErrorCode};
+use x86_64::{PhysAddr, VirtAddr, structures::idt::PageFaultErrorCode};
 
 use crate::{cpu::without_interrupts, paging::translate, phys, stack_walk, trap::TrapFrame};
 
@@ -259,30 +259,31 @@ pub fn pcide_rules(invlpgb: bool) -> PcideRules {
         let (root, pcid) = Cr3::read_raw();
         let root = root.start_address().as_u64();
         let descriptor = [1u64, 0];
-        // Each step changes only how translations are tagged and cached:
-        // the page table stays the one in use (its kernel half maps this
-        // code), interrupts are off, and the end restores CR4 and CR3.
-        // SAFETY: the same root throughout; CR4 and CR3 restored below.
-        unsafe {
-            core::arch::asm!("mov cr3, {}", in(reg) root, options(nostack, preserves_flags));
-            Cr4::write_raw(cr4 & !pcide);
-            core::arch::asm!("mov cr3, {}", in(reg) root | CR3_PWT, options(nostack, preserves_flags));
-        }
-        // SAFETY: setting PCIDE is the probed fault; if it does not fault,
-        // CR3 names PCID 8 of the same root, which the restore replaces.
+        // PCID 0 of the same root first: PCIDE may be cleared with any CR3,
+        // but set again only with CR3 bits 11:0 zero.
+        crate::tlb::load_root(PhysAddr::new(root), 0, false);
+        // Clearing PCIDE only changes how translations are tagged (and
+        // flushes them); the page table stays the one in use, whose kernel
+        // half maps this code, and the end of this function sets it again.
+        // SAFETY: a supported CR4 bit cleared; the mappings stay the same.
+        unsafe { Cr4::write_raw(cr4 & !pcide) };
+        // Without PCIDs, CR3 bits 11:0 are the PML4's cache attributes: PWT
+        // makes its accesses write-through, which changes no mapping.
+        // SAFETY: the same root, with a legal cache attribute.
+        unsafe { asm!("mov cr3, {}", in(reg) root | CR3_PWT, options(nostack, preserves_flags)) };
+        // If setting PCIDE does not fault (the emulator under test is
+        // wrong), CR3 then names PCID 8 of the same root until the restore.
+        // SAFETY: the probed write either faults (recovered) or sets PCIDE.
         let set_with_cr3_low_bits = instruction_result(unsafe { probe_write_cr4(cr4) });
         let invpcid_without_pcide = invpcid(1, &descriptor);
+        // rAX bits 1 and 2 (PCID and ASID valid), PCID 1 in EDX bits 31:16.
         let invlpgb_without_pcide = invlpgb.then(|| self::invlpgb(0b110, 0, 1 << 16));
-        // SAFETY: the same root with PCID 0, then PCIDE set as it was, which
-        // is legal with CR3 bits 11:0 0; then the original CR3, flushing.
-        let set_back = unsafe {
-            core::arch::asm!("mov cr3, {}", in(reg) root, options(nostack, preserves_flags));
-            instruction_result(probe_write_cr4(cr4))
-        };
-        // SAFETY: the root and PCID this CPU ran with, CR4 as it was.
-        unsafe {
-            core::arch::asm!("mov cr3, {}", in(reg) root | u64::from(pcid), options(nostack, preserves_flags));
-        }
+        // PCID 0 again, so that setting PCIDE as it was is legal; then the
+        // root and PCID this CPU ran with (a flushing load).
+        crate::tlb::load_root(PhysAddr::new(root), 0, false);
+        // SAFETY: CR4 as it was, legal now that CR3 bits 11:0 are zero.
+        let set_back = instruction_result(unsafe { probe_write_cr4(cr4) });
+        crate::tlb::load_root(PhysAddr::new(root), pcid, false);
         PcideRules {
             set_with_cr3_low_bits,
             invpcid_without_pcide,

@@ -66,11 +66,12 @@ pub fn issued(operands: &InvlpgbOperands, trace: bool) {
     }
 }
 
-/// This CPU's TLBSYNC returned after `waited_ns`.
-pub fn synced(waited_ns: u64, trace: bool) {
+/// This CPU's TLBSYNC returned, after `waited_ns` if it was timed (for
+/// the trace).
+pub fn synced(waited_ns: Option<u64>) {
     let cpu = percpu::current().index;
     TLBSYNCS[cpu].fetch_add(1, Ordering::Relaxed);
-    if trace {
+    if let Some(waited_ns) = waited_ns {
         FOR_TRACE[cpu].sync_ns.store(waited_ns + 1, Ordering::Relaxed);
     }
 }
@@ -112,15 +113,18 @@ pub fn take_for_trace(cpu: usize) -> Option<String> {
 /// `invlpgb_instructions=N tlbsync_instructions=N`, summed over CPUs, for
 /// the counters line.
 pub fn counters() -> String {
-    let sum = |per_cpu: &[AtomicU64]| per_cpu.iter().map(|n| n.load(Ordering::Relaxed)).sum::<u64>();
     alloc::format!(
         "invlpgb_instructions={} tlbsync_instructions={}",
-        sum(&INVLPGBS),
-        sum(&TLBSYNCS)
+        invlpgbs(),
+        total(&TLBSYNCS)
     )
 }
 
 /// INVLPGBs executed so far, summed over CPUs (the demo's phase deltas).
 pub fn invlpgbs() -> u64 {
-    INVLPGBS.iter().map(|n| n.load(Ordering::Relaxed)).sum()
+    total(&INVLPGBS)
+}
+
+fn total(per_cpu: &[AtomicU64]) -> u64 {
+    per_cpu.iter().map(|n| n.load(Ordering::Relaxed)).sum()
 }
