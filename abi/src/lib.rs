@@ -56,11 +56,16 @@ pub enum Syscall {
     TlbStats = 16,
     /// `getpid() -> pid`.
     GetPid = 17,
+    /// `fork() -> pid`: a child process with a copy of the caller's memory
+    /// (private pages copy-on-write, `MAP_SHARED` regions shared) and one
+    /// thread, the caller's, which sees 0 returned; the parent sees the
+    /// child's pid, and may `wait` for it.
+    Fork = 18,
 }
 
 impl Syscall {
     /// Every system call, in number order.
-    pub const ALL: [Syscall; 18] = [
+    pub const ALL: [Syscall; 19] = [
         Self::Write,
         Self::Exit,
         Self::ThreadSpawn,
@@ -79,6 +84,7 @@ impl Syscall {
         Self::Wait,
         Self::TlbStats,
         Self::GetPid,
+        Self::Fork,
     ];
 
     /// The system call with number `number`, if there is one.
@@ -166,8 +172,8 @@ bitflags::bitflags! {
     /// [`PRIVATE`](Self::PRIVATE), each with [`Errno::Inval`].
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
     pub struct MapFlags: u64 {
-        /// `MAP_SHARED`: shared between the threads of a process (and still
-        /// private to it).
+        /// `MAP_SHARED`: shared with the children `fork` makes (a private
+        /// mapping is copied, copy-on-write, instead).
         const SHARED = 0x01;
         /// `MAP_PRIVATE`.
         const PRIVATE = 0x02;
@@ -185,6 +191,8 @@ pub mod advice {
     /// Drop the pages; the next touch sees zeroes.
     pub const DONTNEED: u64 = 4;
     /// Reclaim the pages now: write them to swap and free the frames.
+    /// Pages still shared copy-on-write with a `fork` child stay; a range
+    /// with a `MAP_SHARED` mapping in it is refused with `EINVAL`.
     pub const PAGEOUT: u64 = 21;
 }
 

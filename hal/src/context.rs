@@ -75,8 +75,13 @@ unsafe extern "C" {
     fn thread_trampoline();
 }
 
+/// RFLAGS bits ring 3 may keep in a frame it resumes with
+/// ([`ThreadStart::Resume`]): the arithmetic flags, TF, DF, AC and ID.
+/// IOPL, NT, VM and RF never come from ring 3 (IF is forced on).
+const RFLAGS_USER_SETTABLE: u64 = 0x0024_0dd5;
+
 /// Where a new thread starts.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub enum ThreadStart {
     /// Ring 3 at `entry`, with `rsp` and first argument `rdi`, `rsi`.
     User {
@@ -85,6 +90,12 @@ pub enum ThreadStart {
         rdi: u64,
         rsi: u64,
     },
+    /// Ring 3 with every register of `frame`: the child of a `fork` leaves
+    /// the system call its parent made, with the parent's registers. The
+    /// frame is ring 3's own, so it is made safe to return with: user code
+    /// and stack segments, interrupts on, and only the RFLAGS bits ring 3
+    /// may set.
+    Resume(TrapFrame),
     /// A kernel function on the thread's own kernel stack.
     Kernel {
         entry: extern "C" fn(u64) -> !,
@@ -162,6 +173,12 @@ impl ThreadContext {
                 rdi,
                 rsi,
                 ..TrapFrame::zeroed()
+            },
+            ThreadStart::Resume(frame) => TrapFrame {
+                cs: u64::from(USER_CODE.0),
+                ss: u64::from(USER_DATA.0),
+                rflags: (frame.rflags & RFLAGS_USER_SETTABLE) | RFLAGS_INTERRUPTS_ON,
+                ..frame
             },
             ThreadStart::Kernel { entry, argument } => TrapFrame {
                 rip: entry as usize as u64,

@@ -46,15 +46,23 @@ pub type UsedPages = smallvec::SmallVec<[u64; 8]>;
 
 /// The page tables of one user address space.
 pub struct PageTable {
-    root: Frame,
+    /// `None` once [`PageTable::destroy`] gave it back.
+    root: Option<Frame>,
 }
 
 /// What a leaf entry held.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Leaf {
     Empty,
-    Present { frame: Frame, dirty: bool },
-    Swapped { slot: u64 },
+    /// Mapped; `writable` says whether the entry lets ring 3 write (a
+    /// writable region's page without it is shared copy-on-write).
+    Present {
+        frame: Frame,
+        writable: bool,
+    },
+    Swapped {
+        slot: u64,
+    },
 }
 
 impl Leaf {
@@ -63,7 +71,7 @@ impl Leaf {
         if flags.contains(PageTableFlags::PRESENT) {
             Self::Present {
                 frame: Frame::from_entry(PhysAddr::new(entry & ENTRY_ADDRESS_MASK)),
-                dirty: flags.contains(PageTableFlags::DIRTY),
+                writable: flags.contains(PageTableFlags::WRITABLE),
             }
         } else if flags.contains(SWAPPED) {
             Self::Swapped { slot: entry >> 12 }
@@ -71,6 +79,18 @@ impl Leaf {
             Self::Empty
         }
     }
+}
+
+/// What [`PageTable::destroy`] took out of the table.
+#[derive(Debug, Default)]
+pub struct Cleared {
+    /// The frames the leaves mapped (some may be shared with other
+    /// address spaces: their owner decides when each is free).
+    pub pages: Vec<Frame>,
+    /// The page-table pages below the root, this table's own.
+    pub tables: Vec<Frame>,
+    /// The swap slots the leaves referred to.
+    pub slots: Vec<u64>,
 }
 
 /// Not enough memory for a page-table page.
@@ -88,12 +108,12 @@ impl PageTable {
             &mut upper_half,
         );
         phys::write_frame(root, KERNEL_HALF_FIRST_SLOT * 8, &upper_half);
-        Ok(Self { root })
+        Ok(Self { root: Some(root) })
     }
 
     /// The physical address of the level-4 table (what CR3 holds).
     pub fn root(&self) -> PhysAddr {
-        self.root.address()
+        self.root_frame().address()
     }
 
     /// The level-1 table and index for `va`, creating missing tables if
@@ -104,7 +124,7 @@ impl PageTable {
             l4 < KERNEL_HALF_FIRST_SLOT,
             "user page table asked about kernel address {va:#x}"
         );
-        let mut table = self.root;
+        let mut table = self.root_frame();
         for index in [l4, l3, l2] {
             let entry = phys::load_entry(table, index);
             table = if flags_of(entry).contains(PageTableFlags::PRESENT) {
@@ -184,7 +204,7 @@ impl PageTable {
     /// mapped, not the size of the range (a program may name terabytes).
     pub fn used_pages(&self, start: u64, end: u64) -> UsedPages {
         let mut pages = UsedPages::new();
-        collect_used(self.root, 4, 0, start, end, &mut pages);
+        collect_used(self.root_frame(), 4, 0, start, end, &mut pages);
         pages
     }
 
@@ -194,36 +214,36 @@ impl PageTable {
     /// still walk them through its paging-structure caches until then).
     pub fn prune(&mut self, start: u64, end: u64) -> Vec<Frame> {
         let mut freed = Vec::new();
-        prune_table(self.root, 4, 0, start, end, &mut freed);
+        prune_table(self.root_frame(), 4, 0, start, end, &mut freed);
         freed
     }
 
-    /// Empties the lower half: returns every frame below the root (mapped
-    /// pages and page-table pages) for the caller to free once no CPU can
-    /// walk or use them any more (after the final TLB flush), and the swap
-    /// slots still referenced. The root stays until the table is dropped.
-    pub fn clear_user_half(&mut self) -> (Vec<Frame>, Vec<u64>) {
-        let mut frames = Vec::new();
-        let mut slots = Vec::new();
-        collect(
-            self.root,
-            4,
-            KERNEL_HALF_FIRST_SLOT,
-            &mut frames,
-            &mut slots,
-        );
-        for index in 0..KERNEL_HALF_FIRST_SLOT {
-            phys::store_entry(self.root, index, 0);
+    /// Frees the root and returns everything the lower half referred to,
+    /// for the caller to give back: the end of the table, called once no
+    /// CPU can load, walk or use any of it (after the final TLB flush), so
+    /// that nothing of a finished process outlives its teardown. Any use of
+    /// the table afterwards panics.
+    pub fn destroy(&mut self) -> Cleared {
+        let mut cleared = Cleared::default();
+        if let Some(root) = self.root.take() {
+            collect(root, 4, KERNEL_HALF_FIRST_SLOT, &mut cleared);
+            frames::free(root);
         }
-        (frames, slots)
+        cleared
+    }
+
+    fn root_frame(&self) -> Frame {
+        self.root.expect("a page table used after it was destroyed")
     }
 }
 
 impl Drop for PageTable {
-    /// Frees the root. By now the owner has cleared the lower half and made
-    /// sure no CPU has this table loaded.
+    /// Frees the root of a table that was never destroyed. By now the owner
+    /// has cleared the lower half and made sure no CPU has it loaded.
     fn drop(&mut self) {
-        frames::free(self.root);
+        if let Some(root) = self.root.take() {
+            frames::free(root);
+        }
     }
 }
 
@@ -288,17 +308,17 @@ fn prune_table(
 }
 
 /// Gathers every frame and swap slot below `table` (at `level`), looking at
-/// its first `slots` entries.
-fn collect(table: Frame, level: u8, entries: usize, frames: &mut Vec<Frame>, slots: &mut Vec<u64>) {
+/// its first `entries` entries.
+fn collect(table: Frame, level: u8, entries: usize, cleared: &mut Cleared) {
     for index in 0..entries {
         let entry = phys::load_entry(table, index);
         match (level, Leaf::decode(entry)) {
             (_, Leaf::Empty) => {}
-            (1, Leaf::Swapped { slot }) => slots.push(slot),
-            (1, Leaf::Present { frame, .. }) => frames.push(frame),
+            (1, Leaf::Swapped { slot }) => cleared.slots.push(slot),
+            (1, Leaf::Present { frame, .. }) => cleared.pages.push(frame),
             (_, Leaf::Present { frame: child, .. }) => {
-                collect(child, level - 1, ENTRIES, frames, slots);
-                frames.push(child);
+                collect(child, level - 1, ENTRIES, cleared);
+                cleared.tables.push(child);
             }
             (_, Leaf::Swapped { .. }) => unreachable!("swap entries are leaves"),
         }

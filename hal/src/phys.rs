@@ -110,6 +110,21 @@ pub fn write_frame(frame: Frame, offset: usize, data: &[u8]) {
     unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), destination, data.len()) };
 }
 
+/// Copies the whole of `source` into `destination` (a copy-on-write break,
+/// a fork of a swapped page).
+///
+/// # Panics
+/// If the two are the same frame.
+pub fn copy_frame(source: Frame, destination: Frame) {
+    assert_ne!(source, destination, "a frame copied onto itself");
+    let from = frame_pointer(source, 0, FRAME_SIZE);
+    let to = frame_pointer(destination, 0, FRAME_SIZE);
+    // Two different allocator frames: whole, mapped, disjoint, holding no
+    // Rust object.
+    // SAFETY: in-bounds bytes of two distinct allocator frames.
+    unsafe { core::ptr::copy_nonoverlapping(from, to, FRAME_SIZE) };
+}
+
 fn table_entry(table: Frame, index: usize) -> &'static core::sync::atomic::AtomicU64 {
     assert!(index < 512, "page-table index {index} out of range");
     let entry = frame_pointer(table, index * 8, 8).cast::<u64>();

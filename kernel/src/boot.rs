@@ -304,11 +304,23 @@ fn ap_main() -> ! {
 }
 
 /// Runs one user program to completion; success if it exits with 0.
+///
+/// Then says how many frames the program and its children did not give
+/// back, and how many frames are still recorded as shared: both are 0 unless
+/// the kernel leaked (the fork tests check).
 fn run_program(name: &str, args: &str) -> QemuExitCode {
+    let free_before = hal::frames::free_count();
     match task::loader::spawn(name, args, None) {
         Ok(process) => {
             let code = process.wait().unwrap_or(-1);
-            println!("exec: {name} (pid {}) exited with {code}", process.pid);
+            let pid = process.pid;
+            drop(process);
+            println!("exec: {name} (pid {pid}) exited with {code}");
+            println!(
+                "exec: frames not given back: {}, frames still shared: {}",
+                free_before.saturating_sub(hal::frames::free_count()),
+                crate::memory::shared_frames::shared_count()
+            );
             if code == 0 {
                 QemuExitCode::Success
             } else {

@@ -118,6 +118,15 @@ pub fn mmap_anonymous(len: usize, prot: Prot) -> Result<*mut u8, Errno> {
     unsafe { mmap(0, len, prot, MapFlags::PRIVATE | MapFlags::ANONYMOUS) }
 }
 
+/// Maps `len` bytes (rounded up to whole pages) of fresh, zero-filled
+/// memory wherever the kernel likes, with protection `prot`, shared with the
+/// children [`fork`] makes from now on.
+pub fn mmap_shared(len: usize, prot: Prot) -> Result<*mut u8, Errno> {
+    // SAFETY: as for `mmap_anonymous`, a new mapping changes nothing that
+    // exists.
+    unsafe { mmap(0, len, prot, MapFlags::SHARED | MapFlags::ANONYMOUS) }
+}
+
 /// `mmap` with every argument: `addr` is a hint, or the exact address with
 /// [`MapFlags::FIXED`].
 ///
@@ -222,4 +231,18 @@ pub fn tlb_stats(buffer: &mut [u8]) -> Result<usize, Errno> {
 pub fn getpid() -> Result<u64, Errno> {
     // SAFETY: touches no memory of this process.
     result(unsafe { syscall0(Syscall::GetPid as u64) })
+}
+
+/// Makes a child process with a copy of this one's memory (private pages
+/// copy-on-write, `MAP_SHARED` mappings shared) and one thread, the
+/// caller's. Returns the child's pid in the parent and 0 in the child.
+///
+/// # Safety
+///
+/// In the child only the calling thread exists. The caller must not rely,
+/// in the child, on anything another thread was in the middle of: a lock it
+/// held, a structure it was changing.
+pub unsafe fn fork() -> Result<u64, Errno> {
+    // SAFETY: the child's memory is a copy; the caller vouches for the rest.
+    result(unsafe { syscall0(Syscall::Fork as u64) })
 }

@@ -1,7 +1,9 @@
 //! Memory at boot: the frame allocator ([`hal::frames`]) set up from the
-//! boot memory map, and the kernel heap with its budget ([`heap`]).
+//! boot memory map, the kernel heap with its budget ([`heap`]), and the
+//! reference counts of frames mapped more than once ([`shared_frames`]).
 
 pub mod heap;
+pub mod shared_frames;
 
 use bootloader_api::{
     BootInfo,

@@ -11,6 +11,7 @@ use super::{
     vm::AddressSpace,
 };
 use crate::{elf, initrd, memory::heap, tlb};
+use hal::context::ThreadStart;
 
 /// The main thread's stack: 256 KiB just below the top of user space.
 const STACK_SIZE: u64 = 256 * 1024;
@@ -34,13 +35,13 @@ pub fn spawn(name: &str, args: &str, parent: Option<u64>) -> Result<Arc<Process>
         }
     };
     let process = Process::new(name, parent, space, slot);
-    let started = process.start_thread(
-        program.entry(),
-        entry.rsp,
-        entry.args,
-        args.len() as u64,
-        abi::ANY_CPU,
-    );
+    let start = ThreadStart::User {
+        entry: program.entry(),
+        stack: entry.rsp,
+        rdi: entry.args,
+        rsi: args.len() as u64,
+    };
+    let started = process.start_thread(start, abi::ANY_CPU);
     if let Err(errno) = started {
         process.abandon();
         return Err(errno);

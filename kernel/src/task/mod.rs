@@ -5,6 +5,7 @@ pub mod fault;
 pub mod loader;
 pub mod process;
 pub mod sched;
+pub mod shared_memory;
 pub mod swap;
 pub mod syscall;
 pub mod thread;

@@ -2,7 +2,7 @@
 //!
 //! A process ends when its last thread exits. That thread, still running on
 //! the process's page tables, first switches its CPU to the kernel's address
-//! space and then tears the user half down (see [`AddressSpace::tear_down`]).
+//! space and then tears the process's down (see [`AddressSpace::tear_down`]).
 //! The process object stays (a "zombie") until its parent collects the exit
 //! code with `wait`.
 //!
@@ -35,7 +35,7 @@ use super::{
     thread::{Thread, ThreadState},
     vm::AddressSpace,
 };
-use hal::{context::ThreadStart, cpu::without_interrupts};
+use hal::{context::ThreadStart, cpu::without_interrupts, trap::TrapFrame};
 
 /// The exit code of a process killed for a fault (128 + SIGSEGV, as shells
 /// report it).
@@ -128,6 +128,25 @@ impl Process {
         process
     }
 
+    /// `fork`: a child of this process with a copy of its address space
+    /// ([`AddressSpace::fork`]) and one thread, which leaves the system call
+    /// with the caller's `registers` and a return value of 0. `Again` when
+    /// the process table is full, `NoMem` when memory is.
+    pub fn fork(&self, registers: &TrapFrame) -> Result<Arc<Self>, Errno> {
+        let slot = ProcessSlot::reserve()?;
+        let space = self.space.fork()?;
+        let child = Self::new(&self.name, Some(self.pid), space, slot);
+        let start = ThreadStart::Resume(TrapFrame {
+            rax: 0,
+            ..registers.clone()
+        });
+        if let Err(errno) = child.start_thread(start, abi::ANY_CPU) {
+            child.abandon();
+            return Err(errno);
+        }
+        Ok(child)
+    }
+
     /// Takes a process whose first thread could not start out of the table
     /// again and frees its memory. Nobody knows its pid yet.
     pub fn abandon(&self) {
@@ -143,15 +162,13 @@ impl Process {
             .map(|entry| Arc::clone(&entry.process))
     }
 
-    /// Starts a thread of this process in ring 3. `Again` when the process
+    /// Starts a thread of this process in ring 3, as `start` says, allowed
+    /// on `cpu` (or anywhere: [`abi::ANY_CPU`]). `Again` when the process
     /// already has [`abi::MAX_THREADS`] threads or is exiting, `NoMem` when
     /// the kernel stack does not fit in the heap budget.
     pub fn start_thread(
         self: &Arc<Self>,
-        entry: u64,
-        stack: u64,
-        rdi: u64,
-        rsi: u64,
+        start: ThreadStart,
         cpu: u64,
     ) -> Result<Arc<Thread>, Errno> {
         if self.is_exiting() {
@@ -162,12 +179,6 @@ impl Process {
                 (slots < abi::MAX_THREADS).then_some(slots + 1)
             })
             .map_err(|_| Errno::Again)?;
-        let start = ThreadStart::User {
-            entry,
-            stack,
-            rdi,
-            rsi,
-        };
         let thread = Thread::new_user(Arc::clone(self), start).inspect_err(|_| {
             self.thread_slots.fetch_sub(1, Ordering::AcqRel);
         })?;

@@ -75,6 +75,13 @@ pub fn take(slot: u64) -> Box<[u8]> {
     page
 }
 
+/// Shows the page in `slot` to `read`, leaving it there (a `fork` child's
+/// copy).
+pub fn read(slot: u64, read: impl FnOnce(&[u8])) {
+    let area = SWAP.lock();
+    read(area.slots[slot as usize].as_deref().expect("swap slot in use"));
+}
+
 /// Frees `slot` without reading it (the page was unmapped).
 pub fn discard(slot: u64) {
     drop(take(slot));

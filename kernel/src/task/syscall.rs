@@ -18,7 +18,7 @@ use mm::MAX_CPUS;
 
 use super::{loader, process::Process, sched, thread::Thread};
 use crate::smp;
-use hal::{percpu, time, trap::TrapFrame};
+use hal::{context::ThreadStart, percpu, time, trap::TrapFrame};
 
 /// The longest single `write`.
 const MAX_WRITE: u64 = 64 * 1024;
@@ -125,6 +125,8 @@ pub fn dispatch(frame: &mut TrapFrame) {
             drop((me, process));
             sched::exit_current(args[0] as i64)
         }
+        // The child resumes from a copy of this frame, so `fork` needs it.
+        Some(Syscall::Fork) => process.fork(frame).map(|child| child.pid),
         Some(call) => handle(call, args, &me, &process),
         None => Err(Errno::NoSys),
     };
@@ -162,7 +164,13 @@ fn handle(
             }
             // As if `entry` had been called: the return-address slot below
             // a 16-byte aligned top.
-            let thread = process.start_thread(entry, stack_top - 8, a2, 0, abi::ANY_CPU)?;
+            let start = ThreadStart::User {
+                entry,
+                stack: stack_top - 8,
+                rdi: a2,
+                rsi: 0,
+            };
+            let thread = process.start_thread(start, abi::ANY_CPU)?;
             Ok(thread.tid)
         }
         Syscall::ThreadJoin => {
@@ -205,7 +213,12 @@ fn handle(
                 return Err(Errno::Inval);
             }
             let protection = Prot::from_bits(a2).ok_or(Errno::Inval)?;
-            space.map_anonymous(addr, len, protection, flags.contains(MapFlags::FIXED))
+            let fixed = flags.contains(MapFlags::FIXED);
+            if sharing == MapFlags::SHARED {
+                space.map_shared_anonymous(addr, len, protection, fixed)
+            } else {
+                space.map_anonymous(addr, len, protection, fixed)
+            }
         }
         Syscall::Munmap => space.unmap(a0, a1).map(|()| 0),
         Syscall::Mprotect => {
@@ -245,6 +258,8 @@ fn handle(
             Ok(len as u64)
         }
         Syscall::GetPid => Ok(process.pid),
-        Syscall::Exit | Syscall::ThreadExit => unreachable!("`dispatch` ends the thread itself"),
+        Syscall::Exit | Syscall::ThreadExit | Syscall::Fork => {
+            unreachable!("`dispatch` handles these itself")
+        }
     }
 }

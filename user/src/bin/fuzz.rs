@@ -116,15 +116,23 @@ const KERNEL_ADDRESS: u64 = 0xffff_8000_0000_0000;
 /// One random call; `None` if it was skipped (it would end or block the
 /// program).
 fn one_call(rng: &mut Rng, index: u64) -> Option<Call> {
-    let number = match rng.below(20) {
-        19 => 18 + rng.below(1000),
+    let count = Syscall::ALL.len() as u64;
+    let number = match rng.below(count + 1) {
+        // A number past the last call, to be refused with ENOSYS.
+        n if n == count => count + rng.below(1000),
         n => n,
     };
     let args = [address(rng), length(rng), flags(rng), flags(rng)];
     let args = match Syscall::from_number(number) {
-        // Would end the program or block it indefinitely: skip, or only
-        // with arguments the kernel refuses.
-        Some(Syscall::Exit | Syscall::ThreadExit | Syscall::ThreadJoin | Syscall::Wait) => {
+        // Would end the program, block it indefinitely or (fork) run a
+        // second fuzzer: skip, or only with arguments the kernel refuses.
+        Some(
+            Syscall::Exit
+            | Syscall::ThreadExit
+            | Syscall::ThreadJoin
+            | Syscall::Wait
+            | Syscall::Fork,
+        ) => {
             return None;
         }
         Some(Syscall::ThreadSpawn) => [KERNEL_ADDRESS, args[1], args[2], 0],

@@ -22,8 +22,9 @@
 //!   program;
 //! - `NoSys`: a system-call number that does not exist.
 //!
-//! `exit`, `thread_exit`, `yield`, `cpu_id`, `clock`, `getpid` and `sleep`
-//! have no argument that can be wrong, so they have no case here.
+//! `exit`, `thread_exit`, `yield`, `cpu_id`, `clock`, `getpid`, `sleep` and
+//! `fork` have no argument that can be wrong, so they have no case here
+//! (`forks` checks what `fork` does).
 
 #![no_std]
 #![no_main]

@@ -11,8 +11,22 @@
 //!
 //! Freeing before the flush returns would let a thread on another CPU keep
 //! reading (or writing!) a frame that already belongs to someone else.
+//!
+//! ## Sharing
+//!
+//! A frame may be mapped by several address spaces: after `fork` every
+//! private page is shared *copy-on-write* (both entries read-only, the
+//! region still writable; the first write copies, see [`fork`]), and a
+//! `MAP_SHARED` region's pages are shared for good
+//! ([`super::shared_memory`]). So step 3 above is a *release* of the
+//! entry's reference ([`shared_frames::release`]): the frame is freed when
+//! its last one goes. A copy-on-write break replaces a read-only entry by a
+//! writable one to a copy, which revokes a translation too: it flushes
+//! before it releases, like every other change here.
 
-use alloc::{collections::BTreeMap, vec::Vec};
+mod fork;
+
+use alloc::{collections::BTreeMap, sync::Arc, vec::Vec};
 
 use abi::{Errno, PAGE_SIZE, Prot, USER_END};
 use mm::AddressSpaceTlb;
@@ -27,9 +41,12 @@ use hal::{
 };
 use x86_64::structures::paging::PageTableFlags;
 
-use crate::{memory::heap, tlb};
+use crate::{
+    memory::{heap, shared_frames},
+    tlb,
+};
 
-use super::swap;
+use super::{shared_memory::SharedMemory, swap};
 
 /// The data frames one change takes out of the page tables, to be freed
 /// after the flush. Most changes take a few (`madvise(DONTNEED)` of one
@@ -47,10 +64,52 @@ const MAX_REGION: u64 = 1 << 40;
 const REGION_RECORD_BYTES: usize = 64;
 
 /// A mapped region: `[start, end)` with protection `prot`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone)]
 struct Region {
     end: u64,
     prot: Prot,
+    /// `Some` for a `MAP_SHARED` region; private regions are copied
+    /// (copy-on-write) by `fork`.
+    shared: Option<SharedPages>,
+}
+
+/// Where a shared region's pages are: `memory`, from page `first_page` on.
+#[derive(Clone)]
+struct SharedPages {
+    memory: Arc<SharedMemory>,
+    first_page: u64,
+}
+
+impl Region {
+    fn private(end: u64, prot: Prot) -> Self {
+        Self {
+            end,
+            prot,
+            shared: None,
+        }
+    }
+
+    /// This region cut to end at `at`.
+    fn head(&self, at: u64) -> Self {
+        Self {
+            end: at,
+            ..self.clone()
+        }
+    }
+
+    /// This region, which starts at `start`, cut to begin at `at`: a
+    /// shared one shows the same pages as before at each address.
+    fn tail(&self, start: u64, at: u64) -> Self {
+        let shared = self.shared.as_ref().map(|pages| SharedPages {
+            memory: Arc::clone(&pages.memory),
+            first_page: pages.first_page + (at - start) / PAGE_SIZE,
+        });
+        Self {
+            end: self.end,
+            prot: self.prot,
+            shared,
+        }
+    }
 }
 
 struct Memory {
@@ -66,8 +125,14 @@ pub enum FaultError {
     Unmapped,
     /// A region covers it but forbids the access.
     Protection,
-    /// No frame for the page.
+    /// No frame for the page (or no heap to record a shared one).
     OutOfMemory,
+}
+
+impl From<OutOfFrames> for FaultError {
+    fn from(OutOfFrames: OutOfFrames) -> Self {
+        Self::OutOfMemory
+    }
 }
 
 /// What the faulting access was.
@@ -168,10 +233,10 @@ impl Memory {
         (splits, inside)
     }
 
-    /// The region containing `va`.
+    /// The region containing `va`, and where it starts.
     fn region_at(&self, va: u64) -> Option<(u64, Region)> {
-        let (&start, &region) = self.regions.range(..=va).next_back()?;
-        (va < region.end).then_some((start, region))
+        let (&start, region) = self.regions.range(..=va).next_back()?;
+        (va < region.end).then(|| (start, region.clone()))
     }
 
     fn overlaps(&self, start: u64, end: u64) -> bool {
@@ -198,14 +263,8 @@ impl Memory {
         if let Some((start, region)) = self.region_at(at)
             && start != at
         {
-            self.regions.insert(
-                start,
-                Region {
-                    end: at,
-                    prot: region.prot,
-                },
-            );
-            self.regions.insert(at, region);
+            self.regions.insert(start, region.head(at));
+            self.regions.insert(at, region.tail(start, at));
         }
     }
 
@@ -232,7 +291,7 @@ impl Memory {
     }
 
     /// Removes the page-table entries of `[start, end)`: swap slots are freed
-    /// at once, frames are returned for freeing after the TLB flush.
+    /// at once, frames are returned for release after the TLB flush.
     fn unmap_pages(&mut self, start: u64, end: u64) -> Frames {
         let mut frames = Frames::new();
         for va in self.table.used_pages(start, end) {
@@ -245,31 +304,26 @@ impl Memory {
         frames
     }
 
-    /// The frame backing `va` in a region with `prot`: already there,
-    /// brought back from swap, or a fresh zeroed one (demand paging).
-    fn resident_frame(&mut self, va: u64, prot: Prot) -> Result<Frame, OutOfFrames> {
+    /// The entry flags for a page at `va` with `prot`: those of `prot`,
+    /// except that a private page whose frame is still shared stays
+    /// read-only, so that its first write copies it.
+    fn page_flags(&self, va: u64, prot: Prot, private: bool) -> PageTableFlags {
+        let flags = entry_flags(prot);
         match self.table.leaf(va) {
-            Leaf::Present { frame, .. } => Ok(frame),
-            Leaf::Empty => self.populate(va, prot),
-            Leaf::Swapped { slot } => {
-                let frame = frames::allocate().ok_or(OutOfFrames)?;
-                self.table.take(va);
-                phys::write_frame(frame, 0, &swap::take(slot)[..]);
-                self.table.map(va, frame, entry_flags(prot))?;
-                Ok(frame)
+            Leaf::Present { frame, .. } if private && shared_frames::is_shared(frame) => {
+                flags - PageTableFlags::WRITABLE
             }
+            _ => flags,
         }
     }
 
-    /// Maps a fresh zeroed frame at `va`.
-    fn populate(&mut self, va: u64, prot: Prot) -> Result<Frame, OutOfFrames> {
-        let frame = frames::allocate().ok_or(OutOfFrames)?;
-        phys::zero_frame(frame);
-        if let Err(error) = self.table.map(va, frame, entry_flags(prot)) {
-            frames::free(frame);
-            return Err(error);
-        }
-        Ok(frame)
+    /// Whether a shared region lies in `[start, end)`.
+    fn has_shared_region(&self, start: u64, end: u64) -> bool {
+        self.regions
+            .range(..end)
+            .rev()
+            .take_while(|(_, region)| region.end > start)
+            .any(|(_, region)| region.shared.is_some())
     }
 }
 
@@ -287,17 +341,43 @@ impl AddressSpace {
         })
     }
 
-    /// `mmap`: a new anonymous region of `len` bytes with `prot`. With
+    /// `mmap(MAP_PRIVATE)`: a new anonymous region of `len` bytes with
+    /// `prot`, private to this process (copy-on-write across `fork`). With
     /// `fixed`, exactly at `addr`, replacing whatever was mapped there (as
     /// one step: another thread sees the old page or the new one, never a
     /// hole); otherwise wherever there is room.
-    pub fn map_anonymous(
+    pub fn map_anonymous(&self, addr: u64, len: u64, prot: Prot, fixed: bool) -> Result<u64, Errno> {
+        self.map_new_region(addr, len, prot, fixed, false)
+    }
+
+    /// `mmap(MAP_SHARED)`: as [`Self::map_anonymous`], but the region's
+    /// pages are shared with the children `fork` makes from now on.
+    pub fn map_shared_anonymous(
         &self,
         addr: u64,
         len: u64,
         prot: Prot,
         fixed: bool,
     ) -> Result<u64, Errno> {
+        self.map_new_region(addr, len, prot, fixed, true)
+    }
+
+    fn map_new_region(
+        &self,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        fixed: bool,
+        shared: bool,
+    ) -> Result<u64, Errno> {
+        let region = |end| Region {
+            end,
+            prot,
+            shared: shared.then(|| SharedPages {
+                memory: SharedMemory::new(),
+                first_page: 0,
+            }),
+        };
         let rounded = len
             .checked_next_multiple_of(PAGE_SIZE)
             .ok_or(Errno::Inval)?;
@@ -308,13 +388,7 @@ impl AddressSpace {
             }
             memory.room_for_regions(memory.regions.len() + 1)?;
             let start = memory.find_gap(rounded).ok_or(Errno::NoMem)?;
-            memory.regions.insert(
-                start,
-                Region {
-                    end: start + rounded,
-                    prot,
-                },
-            );
+            memory.regions.insert(start, region(start + rounded));
             return Ok(start);
         }
         let end = user_range(addr, rounded)?;
@@ -325,7 +399,7 @@ impl AddressSpace {
             memory.regions.remove(&region_start);
         }
         let replaced = memory.unmap_pages(addr, end);
-        memory.regions.insert(addr, Region { end, prot });
+        memory.regions.insert(addr, region(end));
         if !replaced.is_empty() {
             self.flush_then_free(addr, end, replaced, Vec::new());
         }
@@ -363,13 +437,15 @@ impl AddressSpace {
         let (splits, _) = memory.cut(start, end);
         memory.room_for_regions(memory.regions.len() + splits)?;
         for region_start in memory.isolate(start, end) {
-            if let Some(region) = memory.regions.get_mut(&region_start) {
-                region.prot = new_prot;
+            let Some(region) = memory.regions.get_mut(&region_start) else {
+                continue;
+            };
+            region.prot = new_prot;
+            let (region_end, private) = (region.end, region.shared.is_none());
+            for va in memory.table.used_pages(region_start, region_end) {
+                let flags = memory.page_flags(va, new_prot, private);
+                memory.table.protect(va, flags);
             }
-        }
-        let flags = entry_flags(new_prot);
-        for va in memory.table.used_pages(start, end) {
-            memory.table.protect(va, flags);
         }
         self.flush_then_free(start, end, Frames::new(), Vec::new());
         Ok(())
@@ -399,23 +475,28 @@ impl AddressSpace {
     /// contents), the pages that found no slot are mapped back, resident and
     /// intact, and the call reports `NoSpc`; the pages that did go to swap
     /// stay there. Nothing is lost either way.
+    ///
+    /// Only pages this process alone maps go: a page still shared
+    /// copy-on-write with a `fork` child stays resident (as Linux leaves a
+    /// page mapped by several processes), and a range with a `MAP_SHARED`
+    /// region in it is refused with `Inval` before anything changes (swap
+    /// keeps no record of who else maps a page).
     pub fn page_out(&self, start: u64, len: u64) -> Result<(), Errno> {
         let end = user_range(start, len)?;
         let mut memory = self.memory.lock();
         if !memory.covers(start, end) {
             return Err(Errno::NoMem);
         }
+        if memory.has_shared_region(start, end) {
+            return Err(Errno::Inval);
+        }
         let mut taken = Vec::new();
         for va in memory.table.used_pages(start, end) {
-            match memory.table.take(va) {
-                Leaf::Present { frame, .. } => taken.push((va, frame)),
-                // The entry's table exists (it was just read), so putting it
-                // back needs no memory.
-                Leaf::Swapped { slot } => memory
-                    .table
-                    .set_swapped(va, slot)
-                    .expect("existing page table"),
-                Leaf::Empty => {}
+            if let Leaf::Present { frame, .. } = memory.table.leaf(va)
+                && !shared_frames::is_shared(frame)
+            {
+                memory.table.take(va);
+                taken.push((va, frame));
             }
         }
         if taken.is_empty() {
@@ -434,7 +515,7 @@ impl AddressSpace {
                         .table
                         .set_swapped(va, slot)
                         .expect("existing page table");
-                    frames::free(frame);
+                    shared_frames::release(frame);
                 }
                 None => {
                     swap_full = true;
@@ -449,28 +530,110 @@ impl AddressSpace {
     }
 
     /// The end of every change that revokes translations: flush `start..end`
-    /// everywhere (reaching lazy CPUs too if page-table pages go), then free
-    /// the data frames `pages` and page-table frames `tables`.
+    /// everywhere (reaching lazy CPUs too if page-table pages go), then
+    /// release the data frames `pages` and free the page-table frames
+    /// `tables`.
     fn flush_then_free(&self, start: u64, end: u64, pages: Frames, tables: Vec<Frame>) {
         tlb::flush_range(&self.tlb, start, end, !tables.is_empty());
-        pages.into_iter().chain(tables).for_each(frames::free);
+        pages.into_iter().for_each(shared_frames::release);
+        tables.into_iter().for_each(frames::free);
     }
 
-    /// Resolves a page fault at `va`: maps a zeroed page if a region allows
-    /// the access, else says why not.
+    /// The frame backing `page` (in `region`, which starts at
+    /// `region_start` and allows `access`): the one mapped, unless a write
+    /// must break copy-on-write first; brought back from swap; the shared
+    /// region's page; or a fresh zeroed one (demand paging).
+    fn resolve(
+        &self,
+        memory: &mut Memory,
+        page: u64,
+        (region_start, region): (u64, Region),
+        access: Access,
+    ) -> Result<Frame, OutOfFrames> {
+        let flags = entry_flags(region.prot);
+        match memory.table.leaf(page) {
+            Leaf::Present { frame, writable } => {
+                if access.write && !writable && region.shared.is_none() {
+                    self.break_copy_on_write(memory, page, frame, flags)
+                } else {
+                    // Already there: another thread of the process resolved
+                    // the fault first.
+                    Ok(frame)
+                }
+            }
+            Leaf::Swapped { slot } => {
+                let frame = frames::allocate().ok_or(OutOfFrames)?;
+                memory.table.take(page);
+                phys::write_frame(frame, 0, &swap::take(slot)[..]);
+                memory.table.map(page, frame, flags)?;
+                Ok(frame)
+            }
+            Leaf::Empty => {
+                let frame = match &region.shared {
+                    Some(pages) => pages
+                        .memory
+                        .map_page(pages.first_page + (page - region_start) / PAGE_SIZE)?,
+                    None => {
+                        let frame = frames::allocate().ok_or(OutOfFrames)?;
+                        phys::zero_frame(frame);
+                        frame
+                    }
+                };
+                if let Err(error) = memory.table.map(page, frame, flags) {
+                    // Never mapped, so no TLB can hold it.
+                    shared_frames::release(frame);
+                    return Err(error);
+                }
+                Ok(frame)
+            }
+        }
+    }
+
+    /// A write to `page`, mapped read-only to `frame` in a writable private
+    /// region: gives the page a frame of its own, mapped with `flags`.
+    ///
+    /// If no other mapping refers to `frame` any more (the other side of the
+    /// fork wrote or left first), this one takes it over: the entry becomes
+    /// writable, which revokes nothing. Otherwise the page gets a copy, and
+    /// the read-only translation to `frame` must leave every TLB before this
+    /// mapping's reference to it goes: a thread that kept reading the old
+    /// frame would miss every write made to the copy from now on (what
+    /// Dolan's reproducer of CVE-2025-37964 detects).
+    fn break_copy_on_write(
+        &self,
+        memory: &mut Memory,
+        page: u64,
+        frame: Frame,
+        flags: PageTableFlags,
+    ) -> Result<Frame, OutOfFrames> {
+        if !shared_frames::is_shared(frame) {
+            memory.table.protect(page, flags);
+            return Ok(frame);
+        }
+        let copy = frames::allocate().ok_or(OutOfFrames)?;
+        phys::copy_frame(frame, copy);
+        memory.table.take(page);
+        memory
+            .table
+            .map(page, copy, flags)
+            .expect("the entry's table exists");
+        tlb::flush_range(&self.tlb, page, page + PAGE_SIZE, false);
+        shared_frames::release(frame);
+        Ok(copy)
+    }
+
+    /// Resolves a page fault at `va`: gives the page a frame (or one of its
+    /// own, for a write to a copy-on-write page) if a region allows the
+    /// access, else says why not.
     pub fn handle_fault(&self, va: u64, access: Access) -> Result<(), FaultError> {
         let page = va & !(PAGE_SIZE - 1);
         let mut memory = self.memory.lock();
-        let (_, region) = memory.region_at(page).ok_or(FaultError::Unmapped)?;
-        if !permits(region.prot, access) {
+        let found = memory.region_at(page).ok_or(FaultError::Unmapped)?;
+        if !permits(found.1.prot, access) {
             return Err(FaultError::Protection);
         }
-        // Already present means another thread of the process resolved it
-        // first; swapped means swap it in; empty means demand-zero.
-        memory
-            .resident_frame(page, region.prot)
-            .map(|_| ())
-            .map_err(|OutOfFrames| FaultError::OutOfMemory)
+        self.resolve(&mut memory, page, found, access)?;
+        Ok(())
     }
 
     /// Visits each page of `[va, va+len)` with the frame backing it (faulting
@@ -490,12 +653,12 @@ impl AddressSpace {
         let mut cursor = va;
         while cursor < end {
             let page = cursor & !(PAGE_SIZE - 1);
-            let (_, region) = memory.region_at(page).ok_or(Errno::Fault)?;
-            if !permits(region.prot, access) {
+            let found = memory.region_at(page).ok_or(Errno::Fault)?;
+            if !permits(found.1.prot, access) {
                 return Err(Errno::Fault);
             }
-            let frame = memory
-                .resident_frame(page, region.prot)
+            let frame = self
+                .resolve(&mut memory, page, found, access)
                 .map_err(|OutOfFrames| Errno::NoMem)?;
             let chunk_end = end.min(page + PAGE_SIZE);
             let done = (cursor - va) as usize;
@@ -559,13 +722,9 @@ impl AddressSpace {
                 return Err(Errno::Inval);
             }
             memory.room_for_regions(memory.regions.len() + 1)?;
-            memory.regions.insert(
-                start,
-                Region {
-                    end,
-                    prot: Prot::READ | Prot::WRITE,
-                },
-            );
+            memory
+                .regions
+                .insert(start, Region::private(end, Prot::READ | Prot::WRITE));
         }
         self.copy_out(start, contents)?;
         let mut memory = self.memory.lock();
@@ -583,18 +742,19 @@ impl AddressSpace {
         Ok(())
     }
 
-    /// Tears the user half down once no thread runs in it: makes the CPUs
-    /// that still have it loaded lazily leave it, flushes it everywhere,
-    /// gives back the global ASID if it had one, frees every frame. The root
-    /// table goes when the address space is dropped.
+    /// Tears the address space down once no thread runs in it: makes the
+    /// CPUs that still have it loaded lazily leave it, flushes it
+    /// everywhere, gives back the global ASID if it had one, frees every
+    /// frame, the page tables' root included. Nothing may use it afterwards.
     pub fn tear_down(&self) {
         tlb::evict(&self.tlb);
         tlb::flush_all(&self.tlb, true);
         tlb::system().release_address_space(&self.tlb);
         let mut memory = self.memory.lock();
         memory.regions.clear();
-        let (frames, slots) = memory.table.clear_user_half();
-        frames.into_iter().for_each(frames::free);
-        slots.into_iter().for_each(swap::discard);
+        let cleared = memory.table.destroy();
+        cleared.pages.into_iter().for_each(shared_frames::release);
+        cleared.tables.into_iter().for_each(frames::free);
+        cleared.slots.into_iter().for_each(swap::discard);
     }
 }

@@ -1,0 +1,176 @@
+//! A Dirty-COW-style race (CVE-2016-5195 raced a copy-on-write fault
+//! against `madvise(DONTNEED)`): `cowdirty <rounds> [<writer cpu> <discarder cpu>]`.
+//!
+//! Each round, with a private page `P` holding the round's "before" value:
+//!
+//! 1. the main thread `fork`s; the child reads its copy of `P`, keeps
+//!    reading it while the parent races (yielding in between), then writes
+//!    its own value and reads it back, and exits with 0 only if every read
+//!    saw exactly what it should: the "before" value, then its own;
+//! 2. meanwhile, in the parent, the main thread (on one CPU) writes the
+//!    round's "after" value to `P`, which takes a copy-on-write fault while
+//!    the page is shared with the child, at the same moment as a second
+//!    thread (on another CPU) discards `P` with `madvise(DONTNEED)`;
+//! 3. the parent then reads `P`: it must hold "after" (the discard came
+//!    first, the write faulted in a fresh page) or 0 (the write came first
+//!    and was discarded), never "before" and never the child's value.
+//!
+//! A kernel that let the write land in the frame it shares with the child,
+//! or the child's write in the parent's, fails one of those checks. Prints
+//! `cowdirty: rounds=N violations=V` and exits with 0 when `V = 0`, 1
+//! otherwise, 2 on bad arguments.
+
+#![no_std]
+#![no_main]
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use user::{
+    abi::{PAGE_SIZE, Prot, advice},
+    println, sys, thread,
+};
+
+user::entry!(main);
+
+/// How many times the child reads its copy while the parent races.
+const CHILD_READS: u32 = 16;
+
+/// The values of round `round`, distinct across rounds and roles.
+fn before(round: u64) -> u64 {
+    round << 2 | 1
+}
+fn after(round: u64) -> u64 {
+    round << 2 | 2
+}
+fn childs(round: u64) -> u64 {
+    round << 2 | 3
+}
+
+/// The parent's threads' rendezvous, on the `MAP_SHARED` page (the
+/// children's copies of private memory must not be what they use).
+#[repr(C)]
+struct Control {
+    /// The round the discarder must discard `P` in (0: none yet).
+    discard_round: AtomicU64,
+    /// The last round the discarder has discarded in.
+    discarded_round: AtomicU64,
+    stop: AtomicU64,
+}
+
+fn main(args: &str) -> i32 {
+    let numbers: [Option<Option<u64>>; 4] = {
+        let mut words = args.split_whitespace().map(|word| word.parse().ok());
+        [words.next(), words.next(), words.next(), words.next()]
+    };
+    let (rounds, writer_cpu, discarder_cpu) = match numbers {
+        [Some(Some(n)), None, None, None] => (n, 0, 1),
+        [Some(Some(n)), Some(Some(w)), Some(Some(d)), None] => (n, w, d),
+        _ => {
+            println!("usage: cowdirty <rounds> [<writer cpu> <discarder cpu>], got '{args}'");
+            return 2;
+        }
+    };
+    let (Ok(control_page), Ok(page)) = (
+        sys::mmap_shared(PAGE_SIZE as usize, Prot::READ | Prot::WRITE),
+        sys::mmap_anonymous(PAGE_SIZE as usize, Prot::READ | Prot::WRITE),
+    ) else {
+        println!("cowdirty: mmap failed");
+        return 2;
+    };
+    // Fresh, page-aligned, zero-filled pages that stay mapped (`P` may be
+    // discarded, which leaves it mapped and zero); zero is a valid value.
+    // SAFETY: valid, aligned, initialised memory that lives for good.
+    let control: &'static Control = unsafe { &*control_page.cast::<Control>() };
+    // SAFETY: as above.
+    let p: &'static AtomicU64 = unsafe { &*page.cast::<AtomicU64>() };
+    let page_address = page as u64;
+
+    let discarder = thread::spawn(move || {
+        let _ = sys::set_affinity(discarder_cpu);
+        let mut done = 0;
+        while control.stop.load(Ordering::Acquire) == 0 {
+            let round = control.discard_round.load(Ordering::Acquire);
+            if round == done {
+                let _ = sys::yield_now();
+                continue;
+            }
+            // SAFETY: `P` holds only a counter; both threads expect it to
+            // be zeroed at any time.
+            let _ = unsafe {
+                sys::madvise(
+                    page_address as *mut u8,
+                    PAGE_SIZE as usize,
+                    advice::DONTNEED,
+                )
+            };
+            done = round;
+            control.discarded_round.store(round, Ordering::Release);
+        }
+        0
+    });
+    let Ok(discarder) = discarder else {
+        println!("cowdirty: spawning the discarder failed");
+        return 2;
+    };
+    let _ = sys::set_affinity(writer_cpu);
+
+    let mut violations = 0u64;
+    let mut report = |round: u64, what: &str, value: u64| {
+        if violations < 5 {
+            println!("cowdirty: round {round}: {what}: {value:#x}");
+        }
+        violations += 1;
+    };
+    for round in 1..=rounds {
+        p.store(before(round), Ordering::Relaxed);
+        // SAFETY: the child touches only `P` and its own stack; the
+        // discarder (absent in the child) uses no memory the child needs.
+        let child = match unsafe { sys::fork() } {
+            Ok(0) => sys::exit(child_checks(p, round)),
+            Ok(child) => child,
+            Err(error) => {
+                report(round, "fork failed", error as u64);
+                continue;
+            }
+        };
+        control.discard_round.store(round, Ordering::Release);
+        p.store(after(round), Ordering::Relaxed);
+        while control.discarded_round.load(Ordering::Acquire) != round {
+            let _ = sys::yield_now();
+        }
+        let seen = p.load(Ordering::Relaxed);
+        if seen != after(round) && seen != 0 {
+            report(
+                round,
+                "the parent's page holds neither its write nor zero",
+                seen,
+            );
+        }
+        match sys::wait(child) {
+            Ok(0) => {}
+            Ok(code) => report(
+                round,
+                "the child's copy changed (its exit code)",
+                code as u64,
+            ),
+            Err(error) => report(round, "wait failed", error as u64),
+        }
+    }
+    control.stop.store(1, Ordering::Release);
+    let _ = discarder.join();
+    println!("cowdirty: rounds={rounds} violations={violations}");
+    i32::from(violations > 0)
+}
+
+/// The child's side of round `round`: 0 if its copy of `P` held the
+/// "before" value until it wrote its own, and then its own; 1 otherwise.
+fn child_checks(p: &AtomicU64, round: u64) -> i32 {
+    for _ in 0..CHILD_READS {
+        if p.load(Ordering::Relaxed) != before(round) {
+            return 1;
+        }
+        let _ = sys::yield_now();
+    }
+    p.store(childs(round), Ordering::Relaxed);
+    i32::from(p.load(Ordering::Relaxed) != childs(round))
+}
