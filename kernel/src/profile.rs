@@ -28,7 +28,7 @@
 //! adds up ([`Profile::parse_line`], [`Profile::add`]):
 //!
 //! ```text
-//! profile: hz=1000 cpus=4 seconds=5.02 samples=20080 kernel=8123 user=2034 idle=9923 held=120 unplaced=0 top=9923:0 [idle] | 4012:480 kernel::task::vm::fault | ...
+//! profile: hz=1000 cpus=4 seconds=5.02 samples=20080 kernel=8123 user=2034 idle=9923 held=120 unplaced=0 missed=0 runs=1 top=9923:0 [idle] | 4012:480 kernel::task::vm::fault | ...
 //! ```
 //!
 //! `top=` is last and runs to the end of the line: `samples:held name`
@@ -110,6 +110,13 @@ pub struct Profile {
     /// Kernel samples the profiler could not store (its table was full);
     /// counted in `totals.kernel` but in no row.
     pub unplaced: u64,
+    /// Sample periods in which no timer interrupt came at all, found from
+    /// the kernel's clock: an emulated CPU whose host thread was not
+    /// running gets one late interrupt for all the periods it slept
+    /// through. So `samples + missed`, not `samples`, is what the rate
+    /// promises for the time sampled; `missed` tells how much of the
+    /// machine the host withheld, not how busy the kernel was.
+    pub missed: u64,
     /// Most samples first; equal counts by name.
     pub rows: Vec<Row>,
     /// How many runs were added up (1 for one run).
@@ -129,6 +136,7 @@ impl Profile {
         seconds: f64,
         cpus: Vec<CpuTotals>,
         unplaced: u64,
+        missed: u64,
         samples: impl IntoIterator<Item = (String, u64, u64)>,
     ) -> Self {
         let totals = cpus
@@ -140,6 +148,7 @@ impl Profile {
             cpus,
             totals,
             unplaced,
+            missed,
             rows: summed_rows(samples),
             runs: 1,
         }
@@ -164,6 +173,7 @@ impl Profile {
         self.seconds += other.seconds;
         self.totals = self.totals.plus(&other.totals);
         self.unplaced += other.unplaced;
+        self.missed += other.missed;
         self.runs += other.runs;
         self.cpus.clear();
         let both = self.rows.iter().chain(&other.rows);
@@ -225,6 +235,13 @@ impl Profile {
                 self.unplaced
             );
         }
+        if self.missed > 0 {
+            let _ = writeln!(
+                out,
+                "   ({} sample periods brought no interrupt: the host did not run the CPU then)",
+                self.missed
+            );
+        }
         for (index, cpu) in self.cpus.iter().enumerate() {
             let all = cpu.samples();
             let _ = writeln!(
@@ -247,7 +264,7 @@ impl Profile {
     /// The parsable line (module docs), with the top `top` rows.
     pub fn line(&self, top: usize) -> String {
         let mut line = format!(
-            "profile: hz={} cpus={} seconds={:.2} samples={} kernel={} user={} idle={} held={} unplaced={} runs={} top=",
+            "profile: hz={} cpus={} seconds={:.2} samples={} kernel={} user={} idle={} held={} unplaced={} missed={} runs={} top=",
             self.hz,
             self.cpus.len(),
             self.seconds,
@@ -257,6 +274,7 @@ impl Profile {
             self.totals.idle,
             self.totals.held,
             self.unplaced,
+            self.missed,
             self.runs
         );
         for (index, row) in self.rows.iter().take(top).enumerate() {
@@ -325,6 +343,7 @@ impl Profile {
             cpus: Vec::new(),
             totals,
             unplaced: number("unplaced")?,
+            missed: number("missed")?,
             rows,
             runs: u32::try_from(number("runs")?)
                 .map_err(|_| ParseError(String::from("runs= is too large")))?,

@@ -82,6 +82,11 @@ struct CpuSamples {
     unplaced: AtomicU64,
     /// Timer interrupts so far, to find every n-th (the tick).
     interrupts: AtomicU64,
+    /// When this CPU took its last sample (the kernel's clock, ns), and
+    /// the sample periods that passed without an interrupt since sampling
+    /// started ([`Profile::missed`]).
+    last_sample_ns: AtomicU64,
+    missed: AtomicU64,
 }
 
 struct Profiler {
@@ -117,7 +122,11 @@ pub fn rate() -> Option<u32> {
 /// Starts sampling (the workload begins).
 pub fn start() {
     if let Some(profiler) = PROFILER.get() {
-        profiler.started_ns.store(time::now_ns(), Ordering::Relaxed);
+        let now = time::now_ns();
+        profiler.started_ns.store(now, Ordering::Relaxed);
+        for cpu in &profiler.cpus {
+            cpu.last_sample_ns.store(now, Ordering::Relaxed);
+        }
         profiler.sampling.store(true, Ordering::Release);
     }
 }
@@ -142,6 +151,7 @@ pub fn on_timer_interrupt(frame: &TrapFrame) -> bool {
     };
     if profiler.sampling.load(Ordering::Relaxed) {
         samples.record(frame, was_held(frame));
+        samples.count_missed_periods(u64::from(profiler.hz));
     }
     samples.interrupts.fetch_add(1, Ordering::Relaxed) % profiler.interrupts_per_tick == 0
 }
@@ -185,7 +195,21 @@ impl CpuSamples {
             idle_held: AtomicU64::new(0),
             unplaced: AtomicU64::new(0),
             interrupts: AtomicU64::new(0),
+            last_sample_ns: AtomicU64::new(0),
+            missed: AtomicU64::new(0),
         }
+    }
+
+    /// Adds the whole sample periods (at `hz`) between this CPU's last
+    /// sample and this one that brought no interrupt, rounding to the
+    /// nearest period (an interrupt is a little late or early).
+    fn count_missed_periods(&self, hz: u64) {
+        let period_ns = 1_000_000_000 / hz;
+        let now = time::now_ns();
+        let last = self.last_sample_ns.swap(now, Ordering::Relaxed);
+        let periods = (now.saturating_sub(last) + period_ns / 2) / period_ns;
+        self.missed
+            .fetch_add(periods.saturating_sub(1), Ordering::Relaxed);
     }
 
     /// Counts one sample of `frame` (on this CPU, in its timer interrupt).
@@ -270,11 +294,13 @@ impl Profiler {
                 }
             }
         }
-        let unplaced = self
-            .cpus
-            .iter()
-            .map(|cpu| cpu.unplaced.load(Ordering::Relaxed))
-            .sum();
+        let sum = |counter: fn(&CpuSamples) -> &AtomicU64| -> u64 {
+            self.cpus
+                .iter()
+                .map(|cpu| counter(cpu).load(Ordering::Relaxed))
+                .sum()
+        };
+        let (unplaced, missed) = (sum(|cpu| &cpu.unplaced), sum(|cpu| &cpu.missed));
         // A CPU that never came online gets no line.
         let online = crate::smp::online();
         let cpus = self
@@ -284,6 +310,6 @@ impl Profiler {
             .filter(|&(index, _)| online.contains(index))
             .map(|(_, cpu)| cpu.totals())
             .collect();
-        Profile::new(self.hz, seconds, cpus, unplaced, samples)
+        Profile::new(self.hz, seconds, cpus, unplaced, missed, samples)
     }
 }

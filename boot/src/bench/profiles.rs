@@ -63,7 +63,7 @@ mod tests {
         let plan = small_plan(2);
         let line = |kernel: u64| {
             format!(
-                "profile: hz=1000 cpus=2 seconds=1.00 samples={} kernel={kernel} user=1 idle=0 held=0 unplaced=0 runs=1 top={kernel}:0 kernel::a | 1:0 [user]",
+                "profile: hz=1000 cpus=2 seconds=1.00 samples={} kernel={kernel} user=1 idle=0 held=0 unplaced=0 missed=0 runs=1 top={kernel}:0 kernel::a | 1:0 [user]",
                 kernel + 1
             )
         };

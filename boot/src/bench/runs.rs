@@ -208,7 +208,7 @@ mod tests {
         assert!(missing.contains("printed no 'profile:' line"), "{missing}");
         let mut with_line = serial.clone();
         with_line.push(String::from(
-            "profile: hz=1000 cpus=2 seconds=1.00 samples=3 kernel=2 user=1 idle=0 held=0 unplaced=0 runs=1 top=2:0 kernel::a | 1:0 [user]",
+            "profile: hz=1000 cpus=2 seconds=1.00 samples=3 kernel=2 user=1 idle=0 held=0 unplaced=0 missed=0 runs=1 top=2:0 kernel::a | 1:0 [user]",
         ));
         let profile = parse(&plan, STEP, &with_line).unwrap().profile.unwrap();
         assert_eq!((profile.samples(), profile.rows.len()), (3, 2));

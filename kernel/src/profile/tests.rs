@@ -34,7 +34,7 @@ fn two_cpus() -> Profile {
         (IDLE.into(), 7, 0),
         ("kernel::never".into(), 0, 0),
     ];
-    Profile::new(1000, 2.5, cpus, 0, samples)
+    Profile::new(1000, 2.5, cpus, 0, 4, samples)
 }
 
 fn names(profile: &Profile) -> Vec<&str> {
@@ -89,7 +89,7 @@ fn the_line_reads_back() {
     let line = profile.line(40);
     assert!(
         line.starts_with(
-            "profile: hz=1000 cpus=2 seconds=2.50 samples=20 kernel=10 user=3 idle=7 held=3 unplaced=0 runs=1 top=7:0 [idle] | 5:2 kernel::a | "
+            "profile: hz=1000 cpus=2 seconds=2.50 samples=20 kernel=10 user=3 idle=7 held=3 unplaced=0 missed=4 runs=1 top=7:0 [idle] | 5:2 kernel::a | "
         ),
         "{line}"
     );
@@ -97,6 +97,7 @@ fn the_line_reads_back() {
     assert_eq!(read.rows, profile.rows);
     assert_eq!(read.totals, profile.totals);
     assert_eq!((read.hz, read.runs, read.seconds), (1000, 1, 2.5));
+    assert_eq!(read.missed, 4, "missed periods read back");
     assert!(read.cpus.is_empty(), "the line has no per-CPU part");
     // A shorter line lists fewer rows, and still reads back.
     assert_eq!(Profile::parse_line(&profile.line(2)).unwrap().rows.len(), 2);
