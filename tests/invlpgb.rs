@@ -229,14 +229,16 @@ fn promoted_flushes_are_invlpgbs_and_one_tlbsync_each() {
 }
 
 /// The coherence stress in `mode` with every remote invalidation held until
-/// TLBSYNC.
+/// TLBSYNC, and freed frames held back from reuse (so that a stale entry
+/// reads the old data however the host schedules the CPUs: see
+/// `frames.quarantine` in the kernel's command line).
 fn coherence(qemu: &Qemu, mode: &str, bug: Option<&str>) -> (Run, String) {
     let bug = bug.map_or(String::new(), |bug| format!(" tlb.bug={bug}"));
     boot(
         qemu,
         CPU_HELD,
         4,
-        &format!("tlb={mode}{bug} exec=coherence:{ROUNDS},4,{PAGES}"),
+        &format!("tlb={mode}{bug} frames.quarantine=4096 exec=coherence:{ROUNDS},4,{PAGES}"),
     )
 }
 

@@ -107,6 +107,7 @@ pub fn kernel_main(boot_info: &'static mut BootInfo, tests: Option<&'static Test
         fatal::reject(format_args!("rejected kernel command line: {error}"))
     });
     logger::set_level(options.log_level);
+    crate::memory::quarantine::init(options.quarantine_frames);
 
     let cpu = detect_cpu_features();
     let topology = acpi::discover(boot_info.rsdp_addr.into_option(), hal::phys::read_bytes)
@@ -309,7 +310,9 @@ fn ap_main() -> ! {
 /// back, and how many frames are still recorded as shared: both are 0 unless
 /// the kernel leaked (the fork tests check).
 fn run_program(name: &str, args: &str) -> QemuExitCode {
-    let free_before = hal::frames::free_count();
+    // Free frames and those only waiting in the quarantine to be free.
+    let given_back = || hal::frames::free_count() + crate::memory::quarantine::held();
+    let given_back_before = given_back();
     match task::loader::spawn(name, args, None) {
         Ok(process) => {
             let code = process.wait().unwrap_or(-1);
@@ -318,7 +321,7 @@ fn run_program(name: &str, args: &str) -> QemuExitCode {
             println!("exec: {name} (pid {pid}) exited with {code}");
             println!(
                 "exec: frames not given back: {}, frames still shared: {}",
-                free_before.saturating_sub(hal::frames::free_count()),
+                given_back_before as isize - given_back() as isize,
                 crate::memory::shared_frames::shared_count()
             );
             if code == 0 {

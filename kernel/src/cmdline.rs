@@ -26,6 +26,9 @@ pub const FW_CFG_FILE: &str = "opt/shootdown/cmdline";
 /// The longest command line accepted.
 pub const MAX_LENGTH: usize = 4096;
 
+/// The most frames `frames.quarantine=` may hold back (256 MiB).
+pub const MAX_QUARANTINE_FRAMES: usize = 65536;
+
 /// What the kernel does after booting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Workload {
@@ -52,6 +55,9 @@ pub struct Options {
     pub tlb: TlbOptions,
     /// `profile=`: the sampling rate per CPU, if profiling is on.
     pub profile_hz: Option<u32>,
+    /// `frames.quarantine=`: how many freed user frames wait before they
+    /// can be handed out again (0: none wait).
+    pub quarantine_frames: usize,
 }
 
 impl Default for Options {
@@ -63,6 +69,7 @@ impl Default for Options {
             program: None,
             tlb: TlbOptions::default(),
             profile_hz: None,
+            quarantine_frames: 0,
         }
     }
 }
@@ -120,6 +127,11 @@ const OPTIONS: &[OptionSpec] = &[
         name: "tlb.batch",
         values: "on | off: PAGEOUT flushes once per call (deferred batch) or once per page",
         apply: apply_tlb_batch,
+    },
+    OptionSpec {
+        name: "frames.quarantine",
+        values: "how many freed user frames wait before reuse (0-65536, default 0), so that a stale translation keeps reading the old data",
+        apply: apply_frames_quarantine,
     },
     OptionSpec {
         name: "tlb.asids",
@@ -200,6 +212,15 @@ fn apply_tlb_asids(options: &mut Options, value: &str) -> Result<(), ()> {
             .filter(|count| (1..=2000).contains(count))
             .ok_or(())?,
     );
+    Ok(())
+}
+
+fn apply_frames_quarantine(options: &mut Options, value: &str) -> Result<(), ()> {
+    options.quarantine_frames = value
+        .parse()
+        .ok()
+        .filter(|&count| count <= MAX_QUARANTINE_FRAMES)
+        .ok_or(())?;
     Ok(())
 }
 

@@ -25,8 +25,14 @@ fn parses_every_option() {
             program: None,
             tlb: TlbOptions::default(),
             profile_hz: None,
+            quarantine_frames: 0,
         })
     );
+    let quarantine = |line| parse(line).map(|options| options.quarantine_frames);
+    assert_eq!(quarantine("frames.quarantine=4096"), Ok(4096));
+    assert_eq!(quarantine("frames.quarantine=0"), Ok(0));
+    assert!(quarantine("frames.quarantine=65537").is_err());
+    assert!(quarantine("frames.quarantine=-1").is_err());
     let profile = |line| parse(line).map(|options| options.profile_hz);
     assert_eq!(profile("profile=on"), Ok(Some(1000)));
     assert_eq!(profile("profile=4000"), Ok(Some(4000)));

@@ -1,8 +1,11 @@
 //! Memory at boot: the frame allocator ([`hal::frames`]) set up from the
 //! boot memory map, the kernel heap with its budget ([`heap`]), and the
-//! reference counts of frames mapped more than once ([`shared_frames`]).
+//! reference counts of frames mapped more than once ([`shared_frames`]),
+//! and the test option that holds freed ones back from reuse
+//! ([`quarantine`]).
 
 pub mod heap;
+pub mod quarantine;
 pub mod shared_frames;
 
 use bootloader_api::{

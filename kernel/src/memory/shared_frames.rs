@@ -21,10 +21,10 @@
 use alloc::collections::BTreeMap;
 
 use abi::Errno;
-use hal::frames::{self, Frame};
+use hal::frames::Frame;
 use spin::Mutex;
 
-use super::heap;
+use super::{heap, quarantine};
 
 /// What one recorded frame may cost on the heap (its share of a B-tree
 /// node), for the heap budget.
@@ -65,7 +65,7 @@ pub fn release(frame: Frame) {
         }
     };
     if last {
-        frames::free(frame);
+        quarantine::free(frame);
     }
 }
 

@@ -18,8 +18,14 @@
 //! the data, and writing and re-reading a private slot in the page. Two
 //! checks catch a stale TLB entry:
 //! - **stale read**: a reader that saw `epoch == k` both before and after its
-//!   read, in a round whose op zeroed the page, must never read round `k`'s
-//!   value: that value now lives only in the old, freed frame.
+//!   read may only find zero, round `k+1`'s value (the writer is filling the
+//!   next round) or, after an op that kept the data, round `k`'s. Round
+//!   `k`'s value after a zeroing op, any older round's, or anything that is
+//!   no round's value at all lives only in an old frame: freed, maybe
+//!   handed to someone else. (A stale entry can outlive many rounds when no
+//!   flush reaches its CPU, so older rounds' values count too: with only
+//!   round `k`'s counted, a kernel that never flushed the reader was caught
+//!   only if the old frame happened to be reused as the new page.)
 //! - **lost write**: a reader's slot must always hold what it last wrote,
 //!   unless a zeroing op ran since the write (or was running during it). A
 //!   write that went through a stale entry to a frame already copied to swap
@@ -98,6 +104,25 @@ const OPS: [Op; 4] = [Op::Discard, Op::Remap, Op::PageOut, Op::Protect];
 /// The value the writer fills the data with in round `round` (never 0).
 fn tag(round: u64) -> u64 {
     0xC0FF_EE00_0000_0000 | round
+}
+
+/// The round whose value `value` is, if it is one.
+fn round_of(value: u64) -> Option<u64> {
+    const MARK: u64 = 0xFFFF_FF00_0000_0000;
+    (value & MARK == tag(0)).then_some(value & !MARK)
+}
+
+/// Whether `value`, read while the epoch stood at `epoch`, can only have
+/// come through a stale translation (see the module docs).
+fn is_stale(value: u64, epoch: u64) -> bool {
+    if value == 0 {
+        return false;
+    }
+    let Some(round) = round_of(value) else {
+        return true;
+    };
+    let zeroed = matches!(op_of(epoch), Op::Discard | Op::Remap);
+    round < epoch || (round == epoch && zeroed)
 }
 
 fn op_of(round: u64) -> Op {
@@ -248,8 +273,7 @@ fn read_loop(reader: usize, cpu: u64) -> u64 {
         let value = unsafe { word(page, index).read_volatile() };
         let after = CONTROL.epoch.load(Ordering::Acquire);
         CONTROL.reads.fetch_add(1, Ordering::Relaxed);
-        let zeroed_round = matches!(op_of(before), Op::Discard | Op::Remap);
-        if before == after && before > 0 && zeroed_round && value == tag(before) {
+        if before == after && before > 0 && is_stale(value, before) {
             CONTROL.stale_reads.fetch_add(1, Ordering::Relaxed);
         }
 
