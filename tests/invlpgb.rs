@@ -286,6 +286,24 @@ fn targeted_ipis_with_pcids_keep_the_coherence_stress_coherent() {
     );
 }
 
+/// `fork` where CR3 loads keep each PCID's entries: the fork's
+/// write-protection and every copy-on-write break must reach CPUs that
+/// only switch back to the parent later, through the generation check.
+#[test]
+fn fork_and_the_cve_reproducer_hold_with_pcids() {
+    let Some(qemu) = patched_qemu() else { return };
+    for program in ["forks", "cowrace:5000", "cowdirty:5000"] {
+        let (run, label) = boot(&qemu, CPU, 4, &format!("tlb=ipi exec={program}"));
+        assert_success(&run, &label);
+        assert!(run.printed("tlb: PCIDs on"), "{label}\n{}", run.describe());
+        assert!(
+            run.printed("exec: frames not given back: 0, frames still shared: 0"),
+            "{label}\n{}",
+            run.describe()
+        );
+    }
+}
+
 /// A deliberate INVLPGB bug must show as stale reads: the emulator kept a
 /// translation the kernel thought it had flushed.
 fn mutation_leaves_stale_reads(bug: &str) {

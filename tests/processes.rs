@@ -233,6 +233,34 @@ fn cowrace_finds_no_stale_copy_on_write_translation() {
     }
 }
 
+/// The reproducer can fail: with the flush IPIs left out
+/// (`tlb.bug=no-flush-ipis`), a reader that stays on the address space
+/// keeps reading `A`'s old frame after the copy-on-write break.
+#[test]
+fn cowrace_catches_a_flush_that_misses_the_reader() {
+    let config = QemuConfig::default()
+        .cpus(2)
+        .cmdline("tlb.bug=no-flush-ipis exec=cowrace:2000,stay")
+        .timeout(Duration::from_secs(120));
+    let run = qemu::run(&config).unwrap_or_else(|error| panic!("cannot boot the kernel: {error}"));
+    assert!(
+        run.printed("cowrace: iterations=2000 reader=stay "),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        run.number("cowrace: iterations=", "violations") > 0,
+        "the missing flush went unnoticed\n{}",
+        run.describe()
+    );
+    assert!(
+        run.printed("cowrace: first violation: read B="),
+        "{}",
+        run.describe()
+    );
+    assert_exit(&run, "cowrace", 1);
+}
+
 /// A Dirty-COW-style race: a write through a copy-on-write fault against
 /// `madvise(DONTNEED)` of the same page on another CPU, while the child
 /// reads its copy. Neither process ever sees the other's data.
