@@ -129,6 +129,11 @@ const OPTIONS: &[OptionSpec] = &[
         apply: apply_tlb_batch,
     },
     OptionSpec {
+        name: "tlb.switch-delay",
+        values: "microseconds each switch into another address space waits after reading its generation (0-1000, default 0), to widen the window of the skip-switching and generation-before-cpuset bugs",
+        apply: apply_tlb_switch_delay,
+    },
+    OptionSpec {
         name: "frames.quarantine",
         values: "how many freed user frames wait before reuse (0-65536, default 0), so that a stale translation keeps reading the old data",
         apply: apply_frames_quarantine,
@@ -212,6 +217,11 @@ fn apply_tlb_asids(options: &mut Options, value: &str) -> Result<(), ()> {
             .filter(|count| (1..=2000).contains(count))
             .ok_or(())?,
     );
+    Ok(())
+}
+
+fn apply_tlb_switch_delay(options: &mut Options, value: &str) -> Result<(), ()> {
+    options.tlb.switch_delay_us = value.parse().ok().filter(|&us| us <= 1000).ok_or(())?;
     Ok(())
 }
 

@@ -63,6 +63,8 @@ struct State {
     broadcast: Option<KernelBroadcast>,
     trace: bool,
     batch_reclaim: bool,
+    /// `tlb.switch-delay=`, as a duration.
+    switch_delay: core::time::Duration,
 }
 
 static STATE: Once<State> = Once::new();
@@ -120,6 +122,7 @@ pub fn init(
             broadcast,
             trace: options.trace,
             batch_reclaim: options.batch_reclaim,
+            switch_delay: core::time::Duration::from_micros(u64::from(options.switch_delay_us)),
         }
     });
     if let Some(Bug::Mm(fault)) = options.bug {
@@ -389,6 +392,15 @@ impl TlbHardware for KernelTlb {
             hal::tlb::current_pcid,
             state.system.faults(),
         ));
+    }
+
+    /// `tlb.switch-delay=`: a debugging option that makes the switch
+    /// window long enough for a ring-3 program to fall into it often.
+    fn switch_window(&self) {
+        let delay = state().switch_delay;
+        if !delay.is_zero() {
+            time::delay(delay);
+        }
     }
 
     fn send_flush_ipis(&self, targets: &CpuSet, request: &FlushRequest<'_>) {

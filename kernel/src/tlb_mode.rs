@@ -40,6 +40,10 @@ pub struct TlbOptions {
     pub pcid: bool,
     /// A deliberately broken protocol (`tlb.bug=`), to watch the tests fail.
     pub bug: Option<Bug>,
+    /// Microseconds every switch into another address space waits right
+    /// after reading its generation (`tlb.switch-delay=`), to widen the
+    /// window that `skip-switching` and `generation-before-cpuset` open.
+    pub switch_delay_us: u32,
 }
 
 /// The bugs `tlb.bug=` can switch on. Each one is a real bug class; the
@@ -124,6 +128,7 @@ impl Default for TlbOptions {
             global_asids: None,
             pcid: true,
             bug: None,
+            switch_delay_us: 0,
         }
     }
 }

@@ -112,6 +112,15 @@ pub trait TlbHardware {
 
     /// Receives a trace event; the default drops it.
     fn trace(&self, _event: &TraceEvent) {}
+
+    /// Called by [`crate::TlbSystem::switch_mm`] on its way into another
+    /// address space, right after it read that address space's generation
+    /// and before it loads CR3: the window in which a flusher that misses
+    /// this CPU does its harm (the two 2025 bugs of Linux's `switch_mm`).
+    /// The default does nothing; a kernel may wait here to widen the window
+    /// for its tests. A correct protocol stays correct however long a
+    /// switch takes.
+    fn switch_window(&self) {}
 }
 
 /// A [`BroadcastBackend`] type for hardware without one; `broadcast()` returns `None`.

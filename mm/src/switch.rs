@@ -81,6 +81,7 @@ impl TlbSystem<'_> {
         } else {
             if self.faults.has(Fault::GenerationReadBeforeCpuSet) {
                 generation = next.tlb_gen.load(Ordering::Relaxed);
+                hw.switch_window();
                 st.loaded.store(CTX_SWITCHING, Ordering::Relaxed);
                 next.cpus.insert(cpu, Ordering::Relaxed);
             } else {
@@ -90,6 +91,7 @@ impl TlbSystem<'_> {
                 // CPU-set bit must be visible before we read the generation and global ASID.
                 self.switch_fence();
                 generation = next.tlb_gen.load(Ordering::Relaxed);
+                hw.switch_window();
             }
             (asid, need_flush) = self.choose_new_asid(hw, st, next, generation);
         }

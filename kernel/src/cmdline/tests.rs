@@ -50,8 +50,13 @@ fn parses_every_option() {
             global_asids: Some(2),
             pcid: false,
             bug: None,
+            switch_delay_us: 0,
         })
     );
+    let delay = |line| parse(line).map(|options| options.tlb.switch_delay_us);
+    assert_eq!(delay("tlb.switch-delay=50"), Ok(50));
+    assert!(delay("tlb.switch-delay=1001").is_err());
+    assert!(delay("tlb.switch-delay=x").is_err());
     let exec = parse("exec=threads:4,2").map(|options| (options.workload, options.program));
     assert_eq!(
         exec,
