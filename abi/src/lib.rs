@@ -191,8 +191,8 @@ pub mod advice {
     /// Drop the pages; the next touch sees zeroes.
     pub const DONTNEED: u64 = 4;
     /// Reclaim the pages now: write them to swap and free the frames.
-    /// Pages still shared copy-on-write with a `fork` child stay; a range
-    /// with a `MAP_SHARED` mapping in it is refused with `EINVAL`.
+    /// Pages another process maps too (shared copy-on-write with a `fork`
+    /// child, or a `MAP_SHARED` page both map) stay resident.
     pub const PAGEOUT: u64 = 21;
 }
 

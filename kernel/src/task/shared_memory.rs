@@ -7,11 +7,17 @@
 //! uses the page, and a page first touched in one process after the fork
 //! must be the page the other one touches. So a shared region points at a
 //! [`SharedMemory`], which keeps its pages by index and holds one reference
-//! to each frame ([`crate::memory::shared_frames`]); each page-table entry
-//! that maps one holds another. Every process resolves a fault in the
-//! region from here, and an entry's reference goes after the flush that
-//! revokes it, as every other mapping's does. The frames themselves go when
-//! the last region that shows them has gone and the last entry is released.
+//! to each resident frame ([`crate::memory::shared_frames`]); each
+//! page-table entry that maps one holds another. Every process resolves a
+//! fault in the region from here, and an entry's reference goes after the
+//! flush that revokes it, as every other mapping's does. The frames
+//! themselves go when the last region that shows them has gone and the last
+//! entry is released.
+//!
+//! A page can be in swap instead (`madvise(PAGEOUT)`), but only while no
+//! entry maps it: the record says where, and the next fault anywhere brings
+//! it back. A page some other process maps stays resident, since its entry
+//! cannot be found from here to be taken away.
 
 use alloc::{collections::BTreeMap, sync::Arc};
 
@@ -22,12 +28,19 @@ use hal::{
 };
 use spin::Mutex;
 
+use super::swap;
 use crate::memory::shared_frames;
+
+/// Where one page of a shared region is.
+enum Page {
+    Resident(Frame),
+    Swapped { slot: u64 },
+}
 
 /// The pages of one shared anonymous mapping, by page index from its
 /// start.
 pub struct SharedMemory {
-    pages: Mutex<BTreeMap<u64, Frame>>,
+    pages: Mutex<BTreeMap<u64, Page>>,
 }
 
 impl SharedMemory {
@@ -37,32 +50,80 @@ impl SharedMemory {
         })
     }
 
-    /// The frame of page `index` (zeroed on first use), with a reference
-    /// taken for the page-table entry the caller is about to write. `Err`
-    /// when no frame, or no heap for its records, is left.
+    /// The frame of page `index` (zeroed on first use, brought back if it
+    /// is in swap), with a reference taken for the page-table entry the
+    /// caller is about to write. `Err` when no frame, or no heap for its
+    /// records, is left.
     pub fn map_page(&self, index: u64) -> Result<Frame, OutOfFrames> {
         // Two records at most: the page list's and the frame's share count.
         shared_frames::room_for(2).map_err(|_| OutOfFrames)?;
         let mut pages = self.pages.lock();
         let frame = match pages.get(&index) {
-            Some(&frame) => frame,
+            Some(&Page::Resident(frame)) => frame,
+            Some(&Page::Swapped { slot }) => {
+                let frame = frames::allocate().ok_or(OutOfFrames)?;
+                phys::write_frame(frame, 0, &swap::take(slot)[..]);
+                pages.insert(index, Page::Resident(frame));
+                frame
+            }
             None => {
                 let frame = frames::allocate().ok_or(OutOfFrames)?;
                 phys::zero_frame(frame);
-                pages.insert(index, frame);
+                pages.insert(index, Page::Resident(frame));
                 frame
             }
         };
         shared_frames::share(frame);
         Ok(frame)
     }
+
+    /// Moves page `index`, resident in `frame`, to the slot `store` fills,
+    /// if the caller's entry (already out of the page table and flushed,
+    /// its reference still held) was the last to map it. On
+    /// [`SwapOut::Done`] the caller releases its entry's reference, which
+    /// frees the frame. Checked and copied under the page list's lock, so
+    /// no other process can map the page in between and write to a frame
+    /// that is no longer the page.
+    pub fn swap_out(
+        &self,
+        index: u64,
+        frame: Frame,
+        store: impl FnOnce() -> Option<u64>,
+    ) -> SwapOut {
+        let mut pages = self.pages.lock();
+        let resident = matches!(pages.get(&index), Some(&Page::Resident(page)) if page == frame);
+        // This list's reference and the caller's entry's, and no other.
+        if !resident || shared_frames::references(frame) != 2 {
+            return SwapOut::StillMapped;
+        }
+        let Some(slot) = store() else {
+            return SwapOut::NoSlot;
+        };
+        pages.insert(index, Page::Swapped { slot });
+        shared_frames::release(frame);
+        SwapOut::Done
+    }
+}
+
+/// What [`SharedMemory::swap_out`] did.
+pub enum SwapOut {
+    /// The page is in swap.
+    Done,
+    /// Another process mapped the page meanwhile: it stays resident.
+    StillMapped,
+    /// Swap had no room: it stays resident.
+    NoSlot,
 }
 
 impl Drop for SharedMemory {
     /// The last region showing these pages is gone; entries that still map
     /// some hold their own references, released after their flushes.
     fn drop(&mut self) {
-        let pages = core::mem::take(self.pages.get_mut());
-        pages.into_values().for_each(shared_frames::release);
+        for page in core::mem::take(self.pages.get_mut()).into_values() {
+            match page {
+                Page::Resident(frame) => shared_frames::release(frame),
+                Page::Swapped { slot } => swap::discard(slot),
+            }
+        }
     }
 }

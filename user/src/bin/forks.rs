@@ -203,14 +203,35 @@ fn paging_out_a_copy_on_write_page_keeps_both_copies() -> Result<(), &'static st
     Ok(())
 }
 
-fn paging_out_shared_memory_is_refused() -> Result<(), &'static str> {
+/// A `MAP_SHARED` page that the child maps too stays resident when the
+/// parent pages it out, and both keep seeing each other's writes; once the
+/// child is gone it goes to swap, and a child forked then reads it back.
+fn paging_out_shared_memory_keeps_it_shared() -> Result<(), &'static str> {
     let page = Page::shared();
-    page.set(1);
-    match page.madvise(advice::PAGEOUT) {
-        Err(Errno::Inval) => Ok(()),
-        Ok(()) => Err("PAGEOUT of a MAP_SHARED page succeeded"),
-        Err(_) => Err("PAGEOUT of a MAP_SHARED page failed with an error other than EINVAL"),
+    let sync = Page::shared();
+    page.set(51);
+    let pid = fork_child(|| {
+        if page.get() != 51 {
+            return 1;
+        }
+        sync.set(1);
+        await_value(sync.word(0), 2);
+        i32::from(page.get() != 52)
+    });
+    await_value(sync.word(0), 1);
+    page.madvise(advice::PAGEOUT)
+        .map_err(|_| "PAGEOUT of a page the child maps too failed")?;
+    page.set(52);
+    sync.set(2);
+    child_ok(pid)?;
+    page.madvise(advice::PAGEOUT)
+        .map_err(|_| "PAGEOUT of a page only the parent maps failed")?;
+    let pid = fork_child(|| i32::from(page.get() != 52));
+    child_ok(pid).map_err(|_| "a child did not read the shared page back from swap")?;
+    if page.get() != 52 {
+        return Err("the parent did not read the shared page back from swap");
     }
+    Ok(())
 }
 
 fn mprotect_keeps_copy_on_write() -> Result<(), &'static str> {
@@ -383,8 +404,8 @@ fn main(_args: &str) -> i32 {
             paging_out_a_copy_on_write_page_keeps_both_copies,
         ),
         (
-            "fork/pageout-of-shared-memory-is-refused",
-            paging_out_shared_memory_is_refused,
+            "fork/pageout-of-shared-memory-keeps-it-shared",
+            paging_out_shared_memory_keeps_it_shared,
         ),
         (
             "fork/mprotect-keeps-copy-on-write",

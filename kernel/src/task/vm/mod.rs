@@ -46,7 +46,10 @@ use crate::{
     tlb,
 };
 
-use super::{shared_memory::SharedMemory, swap};
+use super::{
+    shared_memory::{SharedMemory, SwapOut},
+    swap,
+};
 
 /// The data frames one change takes out of the page tables, to be freed
 /// after the flush. Most changes take a few (`madvise(DONTNEED)` of one
@@ -316,15 +319,6 @@ impl Memory {
             _ => flags,
         }
     }
-
-    /// Whether a shared region lies in `[start, end)`.
-    fn has_shared_region(&self, start: u64, end: u64) -> bool {
-        self.regions
-            .range(..end)
-            .rev()
-            .take_while(|(_, region)| region.end > start)
-            .any(|(_, region)| region.shared.is_some())
-    }
 }
 
 impl AddressSpace {
@@ -477,48 +471,65 @@ impl AddressSpace {
     /// stay there. Nothing is lost either way.
     ///
     /// Only pages this process alone maps go: a page still shared
-    /// copy-on-write with a `fork` child stays resident (as Linux leaves a
-    /// page mapped by several processes), and a range with a `MAP_SHARED`
-    /// region in it is refused with `Inval` before anything changes (swap
-    /// keeps no record of who else maps a page).
+    /// copy-on-write with a `fork` child, or a `MAP_SHARED` page another
+    /// process maps too, stays resident (as Linux leaves a page mapped by
+    /// several processes). A `MAP_SHARED` page that goes is recorded in the
+    /// region's page list ([`SharedMemory::swap_out`]), where the next
+    /// fault in any process that shares it finds it.
     pub fn page_out(&self, start: u64, len: u64) -> Result<(), Errno> {
         let end = user_range(start, len)?;
         let mut memory = self.memory.lock();
         if !memory.covers(start, end) {
             return Err(Errno::NoMem);
         }
-        if memory.has_shared_region(start, end) {
-            return Err(Errno::Inval);
-        }
+        // Each page this mapping alone holds (with, for a shared region's
+        // page, the region's page list), and where it is in a shared region.
         let mut taken = Vec::new();
         for va in memory.table.used_pages(start, end) {
-            if let Leaf::Present { frame, .. } = memory.table.leaf(va)
-                && !shared_frames::is_shared(frame)
-            {
-                memory.table.take(va);
-                taken.push((va, frame));
-            }
+            let (Leaf::Present { frame, .. }, Some((region_start, region))) =
+                (memory.table.leaf(va), memory.region_at(va))
+            else {
+                continue;
+            };
+            let shared = match region.shared {
+                None if !shared_frames::is_shared(frame) => None,
+                Some(pages) if shared_frames::references(frame) == 2 => Some((
+                    pages.memory,
+                    pages.first_page + (va - region_start) / PAGE_SIZE,
+                )),
+                // Another process maps it too: it stays resident.
+                _ => continue,
+            };
+            memory.table.take(va);
+            taken.push((va, frame, region.prot, shared));
         }
         if taken.is_empty() {
             return Ok(());
         }
-        let pages: Vec<u64> = taken.iter().map(|&(va, _)| va).collect();
+        let pages: Vec<u64> = taken.iter().map(|(va, ..)| *va).collect();
         tlb::flush_reclaimed(&self.tlb, &pages);
         let mut swap_full = false;
-        for (va, frame) in taken {
-            let prot = memory
-                .region_at(va)
-                .map_or(Prot::NONE, |(_, region)| region.prot);
-            match swap::store(|page| phys::read_frame(frame, 0, page)) {
-                Some(slot) => {
-                    memory
-                        .table
-                        .set_swapped(va, slot)
-                        .expect("existing page table");
-                    shared_frames::release(frame);
-                }
-                None => {
-                    swap_full = true;
+        for (va, frame, prot, shared) in taken {
+            let store = || swap::store(|page| phys::read_frame(frame, 0, page));
+            let outcome = match shared {
+                None => match store() {
+                    Some(slot) => {
+                        memory
+                            .table
+                            .set_swapped(va, slot)
+                            .expect("existing page table");
+                        SwapOut::Done
+                    }
+                    None => SwapOut::NoSlot,
+                },
+                // The page list records the slot; this entry stays empty
+                // and the next touch faults the page back in from there.
+                Some((pages, index)) => pages.swap_out(index, frame, store),
+            };
+            match outcome {
+                SwapOut::Done => shared_frames::release(frame),
+                SwapOut::StillMapped | SwapOut::NoSlot => {
+                    swap_full |= matches!(outcome, SwapOut::NoSlot);
                     memory
                         .table
                         .map(va, frame, entry_flags(prot))
