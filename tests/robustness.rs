@@ -79,6 +79,10 @@ fn out_of_frames_is_enomem_or_a_reported_kill_and_others_keep_running() {
         &run,
         "frame-hog: spawn while memory is exhausted: Err(NoMem)",
     );
+    assert_printed(
+        &run,
+        "frame-hog: fork while memory is exhausted: Err(NoMem)",
+    );
     assert_printed(&run, "(out of memory: no free frame for the page)");
     assert_printed(&run, "guard frames: refused ");
     assert_printed(&run, "then granted; private data intact");

@@ -32,6 +32,10 @@ use user::{
 
 user::entry!(main);
 
+/// Rounds between progress lines: a long run shows it is alive (the runner
+/// takes a silent emulator for a hung one).
+const PROGRESS_EVERY: u64 = 1000;
+
 /// How many times the child reads its copy while the parent races.
 const CHILD_READS: u32 = 16;
 
@@ -115,13 +119,10 @@ fn main(args: &str) -> i32 {
     let _ = sys::set_affinity(writer_cpu);
 
     let mut violations = 0u64;
-    let mut report = |round: u64, what: &str, value: u64| {
-        if violations < 5 {
-            println!("cowdirty: round {round}: {what}: {value:#x}");
-        }
-        violations += 1;
-    };
     for round in 1..=rounds {
+        if round % PROGRESS_EVERY == 0 && round < rounds {
+            println!("cowdirty: {round}/{rounds} rounds, {violations} violations so far");
+        }
         p.store(before(round), Ordering::Relaxed);
         // SAFETY: the child touches only `P` and its own stack; the
         // discarder (absent in the child) uses no memory the child needs.
@@ -129,7 +130,7 @@ fn main(args: &str) -> i32 {
             Ok(0) => sys::exit(child_checks(p, round)),
             Ok(child) => child,
             Err(error) => {
-                report(round, "fork failed", error as u64);
+                report(&mut violations, round, "fork failed", error as u64);
                 continue;
             }
         };
@@ -141,6 +142,7 @@ fn main(args: &str) -> i32 {
         let seen = p.load(Ordering::Relaxed);
         if seen != after(round) && seen != 0 {
             report(
+                &mut violations,
                 round,
                 "the parent's page holds neither its write nor zero",
                 seen,
@@ -149,17 +151,26 @@ fn main(args: &str) -> i32 {
         match sys::wait(child) {
             Ok(0) => {}
             Ok(code) => report(
+                &mut violations,
                 round,
                 "the child's copy changed (its exit code)",
                 code as u64,
             ),
-            Err(error) => report(round, "wait failed", error as u64),
+            Err(error) => report(&mut violations, round, "wait failed", error as u64),
         }
     }
     control.stop.store(1, Ordering::Release);
     let _ = discarder.join();
     println!("cowdirty: rounds={rounds} violations={violations}");
     i32::from(violations > 0)
+}
+
+/// Counts one violation in `violations`, printing the first few.
+fn report(violations: &mut u64, round: u64, what: &str, value: u64) {
+    if *violations < 5 {
+        println!("cowdirty: round {round}: {what}: {value:#x}");
+    }
+    *violations += 1;
 }
 
 /// The child's side of round `round`: 0 if its copy of `P` held the

@@ -47,6 +47,10 @@ use user::{
 
 user::entry!(main);
 
+/// Iterations between progress lines: a long run shows it is alive (the
+/// runner takes a silent emulator for a hung one).
+const PROGRESS_EVERY: u64 = 1000;
+
 /// What the processes share, on the `MAP_SHARED` page.
 #[repr(C)]
 struct Shared {
@@ -156,6 +160,12 @@ fn main(args: &str) -> i32 {
     let started = sys::clock().unwrap_or(0);
     let mut failed_forks = 0u64;
     for iteration in 1..=iterations {
+        if iteration % PROGRESS_EVERY == 0 && iteration < iterations {
+            println!(
+                "cowrace: {iteration}/{iterations} iterations, {} violations so far",
+                shared.violations.load(Ordering::Relaxed)
+            );
+        }
         // SAFETY: the child only exits; it touches nothing the reader
         // thread (absent in the child) was in the middle of.
         match unsafe { sys::fork() } {

@@ -6,9 +6,10 @@
 //!
 //! - `frames` (boot with `--memory 64M`): a hog takes every free frame by
 //!   making system calls that need a page (`tlb_stats` into untouched
-//!   memory) until one fails with `ENOMEM`; `spawn` must fail with `ENOMEM`
-//!   too; then it touches one more page and the kernel kills it ("out of
-//!   memory").
+//!   memory) until one fails with `ENOMEM`; `spawn` and `fork` (which
+//!   needs page tables for the child, and would share every page the hog
+//!   holds) must fail with `ENOMEM` too, leaving nothing behind; then it
+//!   touches one more page and the kernel kills it ("out of memory").
 //! - `heap` (boot with `--memory 64M`): hogs start threads until the kernel
 //!   refuses one with `ENOMEM`: each thread's kernel stack comes out of the
 //!   heap budget for programs, which keeps a reserve for the kernel itself.
@@ -300,6 +301,15 @@ fn frame_hog() -> i32 {
     let spawned = sys::spawn("exhaust", "exit");
     println!("frame-hog: spawn while memory is exhausted: {spawned:?}");
     if spawned != Err(Errno::NoMem) {
+        return 1;
+    }
+    // SAFETY: a child, if there were one, would only exit.
+    let forked = unsafe { sys::fork() };
+    if forked == Ok(0) {
+        sys::exit(0);
+    }
+    println!("frame-hog: fork while memory is exhausted: {forked:?}");
+    if forked != Err(Errno::NoMem) {
         return 1;
     }
     println!("frame-hog: touching more pages directly");
