@@ -16,7 +16,7 @@
 //!
 //! A frame may be mapped by several address spaces: after `fork` every
 //! private page is shared *copy-on-write* (both entries read-only, the
-//! region still writable; the first write copies, see [`fork`]), and a
+//! region still writable; the first write copies, see `vm/fork.rs`), and a
 //! `MAP_SHARED` region's pages are shared for good
 //! ([`super::shared_memory`]). So step 3 above is a *release* of the
 //! entry's reference ([`shared_frames::release`]): the frame is freed when
