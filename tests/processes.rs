@@ -9,12 +9,25 @@ use std::time::Duration;
 
 use boot::qemu::{self, Outcome, QemuConfig, Run};
 
-fn exec(cpus: u32, program: &str) -> Run {
-    let config = QemuConfig::default()
+/// A boot with `cmdline` on `cpus` CPUs. The long programs (`cowrace`,
+/// `cowdirty`) print a progress line every 1000 rounds, so a hung run is
+/// caught by the stall timeout; the overall limit is only a safety net,
+/// wide enough for the slowest host these tests run on (two of these boots
+/// in parallel beside a 2-thread CPU hog on 2 cores).
+fn config(cpus: u32, cmdline: &str) -> QemuConfig {
+    QemuConfig::default()
         .cpus(cpus)
-        .cmdline(format!("exec={program}"))
-        .timeout(Duration::from_secs(120));
-    qemu::run(&config).unwrap_or_else(|error| panic!("cannot boot the kernel: {error}"))
+        .cmdline(cmdline)
+        .timeout(Duration::from_secs(900))
+        .stall_timeout(Duration::from_secs(120))
+}
+
+fn boot(config: &QemuConfig) -> Run {
+    qemu::run(config).unwrap_or_else(|error| panic!("cannot boot the kernel: {error}"))
+}
+
+fn exec(cpus: u32, program: &str) -> Run {
+    boot(&config(cpus, &format!("exec={program}")))
 }
 
 fn assert_exit(run: &Run, program: &str, code: i32) {
@@ -238,11 +251,7 @@ fn cowrace_finds_no_stale_copy_on_write_translation() {
 /// keeps reading `A`'s old frame after the copy-on-write break.
 #[test]
 fn cowrace_catches_a_flush_that_misses_the_reader() {
-    let config = QemuConfig::default()
-        .cpus(2)
-        .cmdline("tlb.bug=no-flush-ipis exec=cowrace:2000,stay")
-        .timeout(Duration::from_secs(120));
-    let run = qemu::run(&config).unwrap_or_else(|error| panic!("cannot boot the kernel: {error}"));
+    let run = boot(&config(2, "tlb.bug=no-flush-ipis exec=cowrace:2000,stay"));
     assert!(
         run.printed("cowrace: iterations=2000 reader=stay "),
         "{}",
