@@ -43,10 +43,12 @@ use core::{
     time::Duration,
 };
 
+use tlb_types::CpuSet;
+
 use crate::{
     apic::{IpiKind, LocalApic},
+    atomic_cpus::AtomicCpus,
     cpu::without_interrupts,
-    cpu_mask::{AtomicCpuMask, CpuMask},
     percpu, smp,
     time::{self, Deadline},
     vectors,
@@ -62,13 +64,13 @@ pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 const STUCK_REPORT_WAIT: Duration = Duration::from_millis(500);
 
 /// CPUs asked by NMI to report where they are stuck, until they have.
-static STUCK_REPORTS: AtomicCpuMask = AtomicCpuMask::new();
+static STUCK_REPORTS: AtomicCpus = AtomicCpus::new();
 
 /// One cross-CPU call, on the caller's stack, shared with its targets.
 pub struct CrossCall<'a> {
     work: &'a (dyn Fn() + Sync),
     /// Targets that have not finished `work` yet.
-    pending: AtomicCpuMask,
+    pending: AtomicCpus,
     /// The TSC when the last target began `work`, and when the last one
     /// finished it (each target raises them), for [`CallSteps`].
     last_started: AtomicU64,
@@ -115,7 +117,7 @@ pub type QueuedCall = &'static CrossCall<'static>;
 /// Targets that did not answer within [`ANSWER_TIMEOUT`].
 #[derive(Debug)]
 pub struct Unanswered {
-    pub cpus: CpuMask,
+    pub cpus: CpuSet,
 }
 
 impl fmt::Display for Unanswered {
@@ -140,13 +142,13 @@ impl fmt::Display for Unanswered {
 /// a target) and returns when all have finished it, with where the time
 /// went. On `Err`, the listed CPUs did not start it within
 /// [`ANSWER_TIMEOUT`], never ran it and never will.
-pub fn call_on(targets: &CpuMask, work: &(dyn Fn() + Sync)) -> Result<CallSteps, Unanswered> {
+pub fn call_on(targets: &CpuSet, work: &(dyn Fn() + Sync)) -> Result<CallSteps, Unanswered> {
     call_on_within(targets, work, ANSWER_TIMEOUT)
 }
 
 /// [`call_on`] with a chosen answer timeout.
 pub fn call_on_within(
-    targets: &CpuMask,
+    targets: &CpuSet,
     work: &(dyn Fn() + Sync),
     timeout: Duration,
 ) -> Result<CallSteps, Unanswered> {
@@ -167,7 +169,7 @@ pub fn call_on_within(
     let send_started = time::ticks();
     let call = CrossCall {
         work,
-        pending: AtomicCpuMask::new(),
+        pending: AtomicCpus::new(),
         last_started: AtomicU64::new(0),
         last_finished: AtomicU64::new(0),
         longest_work: AtomicU64::new(0),
@@ -195,7 +197,7 @@ pub fn call_on_within(
     let own_work_done = time::ticks();
 
     let deadline = Deadline::after(timeout);
-    let mut unanswered = CpuMask::new();
+    let mut unanswered = CpuSet::new();
     // Acquire pairs with the targets' Release removal: once a target is gone
     // from `pending`, everything its `work` wrote is visible here.
     while !call.pending.is_empty(Ordering::Acquire) {
@@ -226,7 +228,7 @@ pub fn call_on_within(
 
 /// Sends each CPU in `cpus` an NMI asking it to print where it is, and
 /// waits a little for the answers.
-fn ask_where_stuck(cpus: &CpuMask) {
+fn ask_where_stuck(cpus: &CpuSet) {
     let Ok(apic) = LocalApic::get() else {
         return;
     };
@@ -262,7 +264,7 @@ pub fn answer_where_stuck(report: impl FnOnce()) -> bool {
 /// Removes `queued` from the inbox of every CPU still pending that has not
 /// started it; those CPUs go into `unanswered`. A CPU that already started it
 /// is waited for.
-fn retract(call: &CrossCall<'_>, queued: QueuedCall, unanswered: &mut CpuMask) {
+fn retract(call: &CrossCall<'_>, queued: QueuedCall, unanswered: &mut CpuSet) {
     for cpu in &call.pending.snapshot(Ordering::Acquire) {
         let Some(target) = smp::cpu(cpu) else {
             continue;

@@ -38,7 +38,7 @@
 //! - traps: [`trap`] (entry stubs, the frame), [`syscall`], [`vectors`];
 //! - CPUs: [`apic`], [`smp`] (the CPU table, the online set, AP start-up
 //!   with [`trampoline`]), [`percpu`], [`ipi`] (cross-CPU calls),
-//!   [`cpu_mask`], [`timer`], [`tsc`] and [`time`];
+//!   `atomic_cpus` (its own shared CPU sets), [`timer`], [`tsc`] and [`time`];
 //! - memory: [`phys`] (the physical-memory window), [`frames`] (the frame
 //!   allocator and its tokens), [`page_table`] (user page tables),
 //!   [`paging`] (the kernel's own mappings), [`kernel_stack`] (guarded
@@ -52,11 +52,12 @@
 
 extern crate alloc;
 
+mod atomic_cpus;
+
 pub mod apic;
 pub mod console;
 pub mod context;
 pub mod cpu;
-pub mod cpu_mask;
 pub mod cpuid;
 pub mod frames;
 pub mod fw_cfg;

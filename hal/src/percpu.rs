@@ -18,9 +18,10 @@ use alloc::{boxed::Box, collections::VecDeque, sync::Arc};
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use spin::Mutex;
+use tlb_types::CpuId;
 use x86_64::{VirtAddr, registers::model_specific::GsBase};
 
-use crate::{context::Runnable, cpu_mask::CpuIndex, gdt::Tss, ipi::QueuedCall};
+use crate::{context::Runnable, gdt::Tss, ipi::QueuedCall};
 
 /// One CPU's data. `repr(C)` with `self_address` first: [`current`]'s
 /// GS-relative read depends on that layout, and the syscall entry stub
@@ -35,7 +36,7 @@ pub struct PerCpu {
     pub(crate) user_rsp_scratch: AtomicU64,
     /// The kernel's number for this CPU: 0 for the boot CPU, then in order of
     /// start-up. Used in CPU sets, counters and messages.
-    pub index: CpuIndex,
+    pub index: CpuId,
     /// The local APIC id, the hardware's name for this CPU (IPI destination).
     pub apic_id: u32,
     /// Local APIC timer interrupts taken.
@@ -57,7 +58,7 @@ pub struct PerCpu {
 impl PerCpu {
     /// Allocates the block for CPU `index` with APIC id `apic_id` and TSS
     /// `tss`, for good.
-    pub(crate) fn new_static(index: CpuIndex, apic_id: u32, tss: &'static Tss) -> &'static PerCpu {
+    pub(crate) fn new_static(index: CpuId, apic_id: u32, tss: &'static Tss) -> &'static PerCpu {
         let mut block = Box::new(PerCpu {
             self_address: 0,
             kernel_stack_top: AtomicU64::new(0),

@@ -31,13 +31,13 @@ use core::{
 };
 
 use spin::Once;
+use tlb_types::{CpuId, CpuSet, MAX_CPUS};
 use x86_64::PhysAddr;
 
 use crate::{
     apic::{IpiKind, LocalApic},
-    cpu,
-    cpu_mask::{AtomicCpuMask, CpuIndex, CpuMask, MAX_CPUS},
-    gdt, idt,
+    atomic_cpus::AtomicCpus,
+    cpu, gdt, idt,
     percpu::{self, PerCpu},
     time::{self, Deadline},
     trampoline,
@@ -49,7 +49,7 @@ const FIRST_SIPI_WAIT: Duration = Duration::from_millis(200);
 const SECOND_SIPI_WAIT: Duration = Duration::from_secs(2);
 
 static CPUS: [Once<&'static PerCpu>; MAX_CPUS] = [const { Once::new() }; MAX_CPUS];
-static ONLINE: AtomicCpuMask = AtomicCpuMask::new();
+static ONLINE: AtomicCpus = AtomicCpus::new();
 static KERNEL_PAGE_TABLE: Once<PhysAddr> = Once::new();
 /// What each AP runs once its block is installed.
 static AP_MAIN: Once<fn() -> !> = Once::new();
@@ -57,12 +57,12 @@ static AP_MAIN: Once<fn() -> !> = Once::new();
 static STARTING_APIC_ID: AtomicU32 = AtomicU32::new(0);
 
 /// CPU `index`'s block, once it was created.
-pub fn cpu(index: CpuIndex) -> Option<&'static PerCpu> {
+pub fn cpu(index: CpuId) -> Option<&'static PerCpu> {
     CPUS.get(index).and_then(|slot| slot.get().copied())
 }
 
 /// The CPUs that are up and answering IPIs.
-pub fn online() -> CpuMask {
+pub fn online() -> CpuSet {
     ONLINE.snapshot(Ordering::Acquire)
 }
 
@@ -129,7 +129,7 @@ pub fn start_application_processors(
 
 /// Starts the AP with APIC id `apic_id` as CPU `index` and waits until it
 /// reports in. Returns how long it waited if it never did.
-fn start_ap(apic: &LocalApic, index: CpuIndex, apic_id: u32) -> Result<(), Duration> {
+fn start_ap(apic: &LocalApic, index: CpuId, apic_id: u32) -> Result<(), Duration> {
     let stack: &'static mut [u128] = vec![0u128; AP_STACK_SIZE / 16].leak();
     let stack_top = stack.as_ptr() as u64 + AP_STACK_SIZE as u64;
     STARTING_APIC_ID.store(apic_id, Ordering::Release);
@@ -158,7 +158,7 @@ extern "C" fn ap_entry(index: u64) -> ! {
     let tss = gdt::load_for_ap();
     idt::load();
     let apic_id = STARTING_APIC_ID.load(Ordering::Acquire);
-    register(PerCpu::new_static(index as CpuIndex, apic_id, tss));
+    register(PerCpu::new_static(index as CpuId, apic_id, tss));
     let ap_main = AP_MAIN.get().expect("set before any AP starts");
     ap_main()
 }

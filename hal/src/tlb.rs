@@ -13,8 +13,8 @@
 //! flush of everything.
 //!
 //! Which of these instructions carries out an operation on a given CPU is
-//! not decided here: `mm::instructions::select` decides, and the kernel
-//! executes its answer with these functions, one for one. INVLPGB and
+//! not decided here: `mm::instructions::select` decides, and [`execute`]
+//! runs its answer (a `tlb_types::Instruction`), one for one. INVLPGB and
 //! TLBSYNC (AMD, Zen 3 and later) are here as raw instructions; which
 //! operands to give them is `mm::invlpgb`'s business. The assembler gets
 //! their bytes, so no assembler feature flag is needed.
@@ -24,6 +24,7 @@ use core::{
     sync::atomic::{AtomicU32, Ordering},
 };
 
+use tlb_types::{Instruction, InvlpgbOperands, invlpgb::FLAG_PCID};
 use x86_64::{
     PhysAddr, VirtAddr,
     instructions::tlb::{InvPcidCommand, Pcid},
@@ -32,6 +33,21 @@ use x86_64::{
         model_specific::{Efer, EferFlags},
     },
 };
+
+/// Executes the local flush `instruction` that `mm::instructions::select`
+/// chose for this CPU's state, one for one.
+pub fn execute(instruction: Instruction) {
+    match instruction {
+        Instruction::Invlpg { va } => invlpg(va),
+        Instruction::InvpcidAddress { pcid, va } => invpcid_address(pcid, va),
+        Instruction::InvpcidSingle { pcid } => invpcid_single(pcid),
+        Instruction::InvpcidAll => invpcid_everything(),
+        Instruction::InvpcidAllNonGlobal => invpcid_all_nonglobal(),
+        Instruction::LoadCr3 { root, pcid, keep } => load_root(PhysAddr::new(root), pcid, keep),
+        Instruction::ReloadCr3 => reload_root(),
+        Instruction::TogglePge => toggle_global_pages(),
+    }
+}
 
 /// CR3 bit 63 on a load with CR4.PCIDE: keep the new PCID's entries.
 const CR3_KEEP_ENTRIES: u64 = 1 << 63;
@@ -204,24 +220,10 @@ pub fn invlpgb_max_pages() -> u32 {
     INVLPGB_MAX_PAGES.load(Ordering::Acquire)
 }
 
-/// INVLPGB operands, as the instruction takes them in rAX, ECX and EDX.
-/// Which values to use is a decision (`mm::invlpgb` encodes them); this
-/// layer only checks what makes the instruction fault.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct InvlpgbRegisters {
-    /// rAX: address and flags.
-    pub rax: u64,
-    /// ECX: stride and extra-page count (bits 15:0).
-    pub ecx: u32,
-    /// EDX: PCID and ASID.
-    pub edx: u32,
-}
-
-/// rAX bit 1 of INVLPGB: the PCID in EDX is valid (AMD APM vol. 3).
-const INVLPGB_PCID_VALID: u64 = 1 << 1;
-
 /// INVLPGB: starts an invalidation on every CPU in the system (this one
-/// included) as `operands` describe. It completes only at the issuing CPU's
+/// included) as `operands` describe. Which operands is a decision
+/// (`mm::invlpgb` encodes them); this layer only checks what makes the
+/// instruction fault. The invalidation completes only at the issuing CPU's
 /// next [`tlbsync`], so callers pair the two on one CPU without migrating
 /// in between (an unpaired or split INVLPGB is a coherence bug, not a memory
 /// safety one: the instruction itself only drops translations).
@@ -230,10 +232,10 @@ const INVLPGB_PCID_VALID: u64 = 1 << 1;
 /// raises #GP, which the kernel's fault report explains (the count is not
 /// checked here, so that an emulator's check of it can be tested through
 /// the kernel's own flush path).
-pub fn invlpgb(operands: InvlpgbRegisters) {
+pub fn invlpgb(operands: InvlpgbOperands) {
     invlpgb_allowed();
     assert!(
-        operands.rax & INVLPGB_PCID_VALID == 0 || pcids_enabled(),
+        operands.rax & FLAG_PCID == 0 || pcids_enabled(),
         "INVLPGB names a PCID while CR4.PCIDE is clear"
     );
     // `enable_invlpgb` checked CPUID for the instruction and a PCID is

@@ -2,22 +2,18 @@
 //! to run a function on some of them.
 //!
 //! The hardware layer keeps the CPU table and the online set
-//! ([`hal::smp`]) and carries out cross-CPU calls ([`hal::ipi`]) with its
-//! own CPU mask, since it may not depend on `mm`. The kernel speaks in
-//! `mm`'s [`CpuSet`], the type every TLB decision uses; this module converts
-//! (four words copied) so that callers never have to.
+//! ([`hal::smp`]) and carries out cross-CPU calls ([`hal::ipi`]). Its CPU
+//! sets are the [`CpuSet`] every TLB decision uses (both layers take it
+//! from `tlb_types`), so a flush's targets reach the IPIs as they are.
 
 use core::time::Duration;
 
-use hal::{apic::ApicMode, cpu_mask::CpuMask, ipi, percpu::PerCpu};
+use hal::{apic::ApicMode, ipi, percpu::PerCpu};
 use mm::{CpuId, CpuSet};
 
 
 
 pub use hal::ipi::{CallSteps, Unanswered};
-
-// The two layers must agree on how many CPUs there can be.
-const _: () = assert!(hal::cpu_mask::MAX_CPUS == mm::MAX_CPUS);
 
 /// What bring-up achieved, for the banner and the tests.
 #[derive(Debug)]
@@ -32,13 +28,9 @@ pub struct SmpSummary {
     pub tlb: crate::tlb_mode::Choice,
 }
 
-fn to_mask(set: &CpuSet) -> CpuMask {
-    CpuMask::from_words(set.words())
-}
-
 /// The CPUs that are up and answering IPIs.
 pub fn online() -> CpuSet {
-    CpuSet::from_words(hal::smp::online().words())
+    hal::smp::online()
 }
 
 /// Whether `cpu` (any number, e.g. from a system call) names an online CPU.
@@ -54,7 +46,7 @@ pub fn cpu(index: CpuId) -> Option<&'static PerCpu> {
 /// Runs `work` on every online CPU in `targets` (this one included, if it
 /// is a target) and returns when all have finished it; see [`hal::ipi`].
 pub fn call_on(targets: &CpuSet, work: &(dyn Fn() + Sync)) -> Result<CallSteps, Unanswered> {
-    ipi::call_on(&to_mask(targets), work)
+    ipi::call_on(targets, work)
 }
 
 /// [`call_on`] with a chosen answer timeout.
@@ -63,5 +55,5 @@ pub fn call_on_within(
     work: &(dyn Fn() + Sync),
     timeout: Duration,
 ) -> Result<CallSteps, Unanswered> {
-    ipi::call_on_within(&to_mask(targets), work, timeout)
+    ipi::call_on_within(targets, work, timeout)
 }

@@ -38,7 +38,7 @@ use core::{
 use mm::{
     AddressSpaceTlb, CpuId, CpuSet, CpuTlbState, FlushBatch, FlushRange, FlushRequest, TlbConfig,
     TlbHardware, TlbSystem, TraceEvent,
-    instructions::{Instruction, LocalOp, LocalTlb, select},
+    instructions::{LocalOp, LocalTlb, select},
     invlpgb::InvlpgbLimits,
 };
 use spin::Once;
@@ -334,23 +334,6 @@ pub fn counters_line() -> String {
     line
 }
 
-/// Executes one local TLB instruction, as `mm::instructions::select` chose
-/// it: the kernel decides nothing here.
-fn execute(instruction: Instruction) {
-    match instruction {
-        Instruction::Invlpg { va } => hal::tlb::invlpg(va),
-        Instruction::InvpcidAddress { pcid, va } => hal::tlb::invpcid_address(pcid, va),
-        Instruction::InvpcidSingle { pcid } => hal::tlb::invpcid_single(pcid),
-        Instruction::InvpcidAll => hal::tlb::invpcid_everything(),
-        Instruction::InvpcidAllNonGlobal => hal::tlb::invpcid_all_nonglobal(),
-        Instruction::LoadCr3 { root, pcid, keep } => {
-            hal::tlb::load_root(PhysAddr::new(root), pcid, keep);
-        }
-        Instruction::ReloadCr3 => hal::tlb::reload_root(),
-        Instruction::TogglePge => hal::tlb::toggle_global_pages(),
-    }
-}
-
 /// The zero-sized handle `mm` calls back into; every method acts on the
 /// CPU that runs it.
 pub struct KernelTlb;
@@ -386,7 +369,7 @@ impl TlbHardware for KernelTlb {
                 "CR4.PGE differs from what the instruction choice assumes"
             );
         }
-        execute(select(
+        hal::tlb::execute(select(
             op,
             state.local,
             hal::tlb::current_pcid,

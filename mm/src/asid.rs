@@ -25,17 +25,13 @@
 //! This kernel has no page-table isolation (PTI), so all 12 PCID bits are available; Linux
 //! loses one bit to PTI's user PCIDs and stops at 2046.
 
+use tlb_types::{PCID_BITS, Pcid};
+
 /// Tag of an address space in this crate's bookkeeping (see the module docs).
 pub type Asid = u16;
 
-/// The 12-bit hardware tag placed in `CR3[11:0]` and in INVLPGB's `EDX[27:16]`.
-pub type Pcid = u16;
-
 /// Number of per-CPU dynamic ASID slots (Linux: `TLB_NR_DYN_ASIDS`).
 pub const DYN_ASIDS: usize = 6;
-
-/// Width of the hardware PCID field.
-pub const PCID_BITS: u32 = 12;
 
 /// One past the largest ASID: `2^PCID_BITS - 2`, so that the largest PCID (ASID + 1) is
 /// `2^PCID_BITS - 2` and still fits in 12 bits. This is an exclusive bound, never a count.

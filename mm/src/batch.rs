@@ -20,10 +20,10 @@
 
 use crate::context::AddressSpaceTlb;
 use crate::counters::{Counters, TraceReason};
-use crate::cpu_set::CpuSet;
 use crate::hardware::{BroadcastBackend, FlushRange, FlushRequest, FlushTarget, TlbHardware};
 use crate::sync::Ordering;
 use crate::system::TlbSystem;
+use tlb_types::CpuSet;
 
 /// A pending deferred flush (one per reclaiming task; a plain value).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

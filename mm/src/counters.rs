@@ -10,8 +10,8 @@
 //! range, which CPUs were targeted, and why); the kernel receives it through
 //! [`crate::TlbHardware::trace`] and may print it or drop it.
 
-use crate::cpu_set::{CpuId, CpuSet};
 use crate::sync::{AtomicU64, Ordering};
+use tlb_types::{CpuId, CpuSet};
 
 macro_rules! counters {
     ($($(#[$doc:meta])* $name:ident,)*) => {

@@ -55,12 +55,12 @@
 use crate::asid::{is_global_asid, pcid_of};
 use crate::context::{AddressSpaceTlb, CTX_KERNEL, CTX_NONE, CTX_SWITCHING};
 use crate::counters::{Counters, TraceEvent, TraceReason};
-use crate::cpu_set::{CpuId, CpuSet};
 use crate::faults::Fault;
 use crate::hardware::{BroadcastBackend, FlushRange, FlushRequest, FlushTarget, TlbHardware};
 use crate::instructions::LocalOp;
 use crate::sync::{Ordering, fence};
 use crate::system::TlbSystem;
+use tlb_types::{CpuId, CpuSet};
 
 /// Shift of a 4 KiB page.
 pub const PAGE_SHIFT: u8 = 12;

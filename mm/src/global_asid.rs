@@ -37,13 +37,13 @@
 use crate::asid::{Asid, is_global_asid, pcid_of};
 use crate::context::{AddressSpaceTlb, CTX_NONE, CTX_SWITCHING};
 use crate::counters::{Counters, TraceEvent, TraceReason};
-use crate::cpu_set::{CpuId, CpuSet};
 use crate::faults::Fault;
 use crate::flush::PAGE_SHIFT;
 use crate::hardware::{BroadcastBackend, BroadcastOp, FlushRange, FlushRequest, TlbHardware};
 use crate::instructions::LocalOp;
 use crate::sync::{Ordering, spin_loop};
 use crate::system::TlbSystem;
+use tlb_types::{CpuId, CpuSet};
 
 impl TlbSystem<'_> {
     /// The promotion check, after an IPI flush of `mm` (see the module docs).

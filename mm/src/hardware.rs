@@ -19,11 +19,11 @@
 //! where the kernel's entry point requires it (switching, flush handling), and it does not
 //! call back into `mm` except where stated (IPI delivery).
 
-use crate::asid::Pcid;
 use crate::context::AddressSpaceTlb;
 use crate::counters::TraceEvent;
-use crate::cpu_set::{CpuId, CpuSet};
 use crate::instructions::LocalOp;
+use tlb_types::Pcid;
+use tlb_types::{CpuId, CpuSet};
 
 /// Invalidations that reach every CPU without interrupting it (INVLPGB, or a software
 /// stand-in). Only **non-global** entries unless the name says otherwise. The operations may

@@ -1,20 +1,7 @@
-//! INVLPGB/TLBSYNC operands as pure functions (AMD APM vol. 3; reference §2.7, §3.1).
+//! Which INVLPGB/TLBSYNC operands a flush uses, as pure functions (AMD APM vol. 3; reference §2.7, §3.1).
 //!
-//! INVLPGB (`0F 01 FE`) takes three registers:
-//!
-//! | register | bits | meaning |
-//! |---|---|---|
-//! | rAX | 63:12 | page-aligned virtual address |
-//! | rAX | 0 | VA valid: compare the address |
-//! | rAX | 1 | PCID valid: compare the PCID in EDX |
-//! | rAX | 2 | ASID valid: compare the (SVM) ASID in EDX |
-//! | rAX | 3 | include global translations |
-//! | rAX | 4 | final translation only (leaf entries; never used here) |
-//! | rAX | 5 | include nested translations |
-//! | ECX | 15:0 | number of pages **in addition to** the first |
-//! | ECX | 31 | stride: 0 = 4 KiB pages, 1 = 2 MiB pages |
-//! | EDX | 31:16 | PCID |
-//! | EDX | 15:0 | ASID (0 = the host) |
+//! INVLPGB (`0F 01 FE`) takes three registers, whose bits [`tlb_types::invlpgb`] lists;
+//! this module decides which values each flush gives them.
 //!
 //! ASID-valid is **always** set with ASID 0: without it the invalidation would also hit
 //! every guest's entries. FINAL_ONLY is never set, so cached page-walk entries are always
@@ -26,36 +13,20 @@
 //! at 0 and looped forever). Ranges are split by [`range_chunks`], which never lets one instruction
 //! cover the non-canonical hole.
 
-use crate::{asid::Pcid, hardware::BroadcastOp};
+use tlb_types::{
+    InvlpgbOperands, Pcid,
+    invlpgb::{
+        ECX_RESERVED, ECX_STRIDE_2M, FLAG_ASID, FLAG_INCLUDE_GLOBAL, FLAG_PCID, FLAG_VA,
+        RAX_RESERVED,
+    },
+};
 
-/// rAX bit 0: compare the virtual address.
-pub const FLAG_VA: u64 = 1 << 0;
-/// rAX bit 1: compare the PCID.
-pub const FLAG_PCID: u64 = 1 << 1;
-/// rAX bit 2: compare the ASID.
-pub const FLAG_ASID: u64 = 1 << 2;
-/// rAX bit 3: include global translations.
-pub const FLAG_INCLUDE_GLOBAL: u64 = 1 << 3;
-/// rAX bit 4: only leaf translations (not used by this kernel).
-pub const FLAG_FINAL_ONLY: u64 = 1 << 4;
-/// rAX bit 5: include nested translations (not used by this kernel).
-pub const FLAG_INCLUDE_NESTED: u64 = 1 << 5;
+use crate::hardware::BroadcastOp;
 
 /// One past the last canonical lower-half address (48-bit paging).
 pub const LOWER_HALF_END: u64 = 0x0000_8000_0000_0000;
 /// First canonical higher-half address.
 pub const HIGHER_HALF_START: u64 = 0xffff_8000_0000_0000;
-
-/// The three register values of one INVLPGB.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct InvlpgbOperands {
-    /// rAX: address and flags.
-    pub rax: u64,
-    /// ECX: stride and extra-page count.
-    pub ecx: u32,
-    /// EDX: PCID and ASID.
-    pub edx: u32,
-}
 
 /// Builds the operands. `pages` is the total number of pages (>= 1), `stride_2m` selects
 /// 2 MiB strides. ASID-valid is always added, with ASID 0.
@@ -229,50 +200,6 @@ pub fn sequence(op: &BroadcastOp, limits: InvlpgbLimits, mut issue: impl FnMut(I
     }
 }
 
-/// ECX bit 31: 2 MiB stride.
-const ECX_STRIDE_2M: u32 = 1 << 31;
-/// rAX bits 11:6 and ECX bits 30:16: no meaning assigned.
-const RAX_RESERVED: u64 = 0xfc0;
-const ECX_RESERVED: u32 = 0x7fff_0000;
-
-impl core::fmt::Display for InvlpgbOperands {
-    /// The registers, then what they ask for in words:
-    /// `rax=0x100000001007 ecx=0x2 edx=0x50000: 3 pages of 4 KiB from
-    /// 0x100000001000, PCID 5`.
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(
-            f,
-            "rax={:#x} ecx={:#x} edx={:#x}: ",
-            self.rax, self.ecx, self.edx
-        )?;
-        let pages = (self.ecx & 0xffff) + 1;
-        if self.rax & FLAG_VA != 0 {
-            let size = if self.ecx & ECX_STRIDE_2M != 0 {
-                "2 MiB"
-            } else {
-                "4 KiB"
-            };
-            let plural = if pages == 1 { "" } else { "s" };
-            write!(
-                f,
-                "{pages} page{plural} of {size} from {:#x}",
-                self.rax & !0xfff
-            )?;
-        } else {
-            f.write_str("every address")?;
-        }
-        if self.rax & FLAG_PCID != 0 {
-            write!(f, ", PCID {}", self.edx >> 16)?;
-        } else {
-            f.write_str(", every PCID")?;
-        }
-        if self.rax & FLAG_INCLUDE_GLOBAL != 0 {
-            f.write_str(", global entries too")?;
-        }
-        Ok(())
-    }
-}
-
 /// Why a CPU with `limits` (and PCIDs on or off) refuses `operands` with
 /// #GP, by the AMD manual's rules: the reason a kernel's fault report
 /// gives. `None`: the operands are legal.
@@ -313,8 +240,11 @@ fn range_is_canonical(operands: &InvlpgbOperands) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use std::vec::Vec;
+
+    use tlb_types::invlpgb::FLAG_FINAL_ONLY;
+
+    use super::*;
 
     /// Checklist item 10: golden values for each wrapper, against the APM layout above.
     #[test]
@@ -477,24 +407,6 @@ mod tests {
                 assert!(expect >= LOWER_HALF_END.min(end), "lower part not covered");
             }
         }
-    }
-
-    #[test]
-    fn operands_read_as_words() {
-        let range = user_range(5, 0x1000_0000_1000, 3, false);
-        assert_eq!(
-            std::format!("{range}"),
-            "rax=0x100000001007 ecx=0x2 edx=0x50000: 3 pages of 4 KiB from 0x100000001000, PCID 5"
-        );
-        assert_eq!(
-            std::format!("{}", kernel_range(0xffff_8000_0000_0000, 1)),
-            "rax=0xffff80000000000d ecx=0x0 edx=0x0: 1 page of 4 KiB from 0xffff800000000000, \
-             every PCID, global entries too"
-        );
-        assert_eq!(
-            std::format!("{}", all_nonglobals()),
-            "rax=0x4 ecx=0x0 edx=0x0: every address, every PCID"
-        );
     }
 
     #[test]

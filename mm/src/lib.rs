@@ -50,11 +50,24 @@
 //! comparing generations. [`TlbSystem::enter_lazy`] is what an idle CPU does instead.
 //! Reclaim collects many unmaps into one [`FlushBatch`] and flushes once.
 //!
+//! ## Where this crate sits
+//!
+//! ```text
+//!   kernel ──► mm ──► tlb-types ◄── hal ◄── kernel
+//! ```
+//!
+//! The kernel asks `mm` what to do and tells `hal` to do it. `mm` and `hal` never meet, but
+//! they speak the same words, defined once in `tlb_types`: the [`CpuSet`] of a flush's
+//! targets (which `hal::ipi::call_on` takes as it is), the [`Pcid`], the local flush
+//! `tlb_types::Instruction` that [`instructions::select`] returns and `hal::tlb::execute`
+//! runs, and the `tlb_types::InvlpgbOperands` that [`invlpgb`] encodes and
+//! `hal::tlb::invlpgb` puts in the registers.
+//!
 //! ## The moving parts (one file each)
 //! | file | concept |
 //! |---|---|
 //! | `sync.rs` | where atomics and locks come from (switchable to `loom`) |
-//! | `cpu_set.rs` | [`CpuSet`], [`AtomicCpuSet`]: which CPUs may hold an address space |
+//! | `cpu_set.rs` | [`AtomicCpuSet`]: which CPUs may hold an address space (the plain [`CpuSet`] is `tlb_types`') |
 //! | `asid.rs` | ASIDs, PCIDs, PCID = ASID + 1 |
 //! | `asid_alloc.rs` | [`GlobalAsidAllocator`]: used/freed bitmaps, rollover |
 //! | `context.rs` | [`AddressSpaceTlb`]: id, flush generation, CPU set, global ASID |
@@ -196,14 +209,14 @@ mod system;
 mod tests;
 
 pub use asid::{
-    Asid, DYN_ASIDS, FIRST_GLOBAL_ASID, GLOBAL_ASID_COUNT, MAX_ASID_AVAILABLE, PCID_BITS, Pcid,
-    is_dynamic_asid, is_global_asid, pcid_of,
+    Asid, DYN_ASIDS, FIRST_GLOBAL_ASID, GLOBAL_ASID_COUNT, MAX_ASID_AVAILABLE, is_dynamic_asid,
+    is_global_asid, pcid_of,
 };
 pub use asid_alloc::GlobalAsidAllocator;
 pub use batch::FlushBatch;
 pub use context::{AddressSpaceTlb, CTX_KERNEL, CTX_NONE, CTX_SWITCHING};
 pub use counters::{CounterSnapshot, Counters, TraceEvent, TraceReason};
-pub use cpu_set::{AtomicCpuSet, CpuId, CpuSet, CpuSetIter, MAX_CPUS};
+pub use cpu_set::AtomicCpuSet;
 pub use faults::{Fault, Faults};
 pub use flush::PAGE_SHIFT;
 pub use hardware::{
@@ -216,3 +229,7 @@ pub use system::{TlbConfig, TlbSystem};
 #[cfg(all(feature = "model-hooks", not(loom)))]
 #[doc(hidden)]
 pub use sync::set_schedule_hook;
+
+/// The words `mm` shares with the hardware layer, defined once in `tlb_types` and
+/// re-exported so that `mm`'s API reads whole: its functions take and return these.
+pub use tlb_types::{CpuId, CpuSet, CpuSetIter, MAX_CPUS, PCID_BITS, Pcid};

@@ -11,12 +11,12 @@ use crate::asid::{Asid, MAX_ASID_AVAILABLE};
 use crate::asid_alloc::GlobalAsidAllocator;
 use crate::context::{AddressSpaceTlb, CTX_KERNEL};
 use crate::counters::CounterSnapshot;
-use crate::cpu_set::{CpuId, MAX_CPUS};
 use crate::faults::{Fault, Faults};
 use crate::hardware::TlbHardware;
 use crate::instructions::LocalOp;
 use crate::percpu::CpuTlbState;
 use crate::sync::{AtomicU64, AtomicUsize, Mutex, Ordering};
+use tlb_types::{CpuId, MAX_CPUS};
 
 /// Policy knobs. Times are in ticks of [`TlbHardware::now`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -22,8 +22,9 @@ use alloc::string::String;
 use hal::trap::TrapFrame;
 use mm::{
     BroadcastBackend, BroadcastOp, Pcid,
-    invlpgb::{self, InvlpgbLimits, InvlpgbOperands},
+    invlpgb::{self, InvlpgbLimits},
 };
+use tlb_types::InvlpgbOperands;
 
 use crate::{
     smp,
@@ -82,7 +83,7 @@ impl Invlpgb {
             _ => self.limits,
         };
         invlpgb::sequence(&op, limits, |mut operands| {
-            let user_range = invlpgb::FLAG_VA | invlpgb::FLAG_PCID;
+            let user_range = tlb_types::invlpgb::FLAG_VA | tlb_types::invlpgb::FLAG_PCID;
             if self.bug == Some(InvlpgbBug::WrongStride) && operands.rax & user_range == user_range {
                 operands.ecx |= 1 << 31;
             }
@@ -102,11 +103,7 @@ impl Invlpgb {
 }
 
 fn issue(operands: &InvlpgbOperands, trace: bool) {
-    hal::tlb::invlpgb(hal::tlb::InvlpgbRegisters {
-        rax: operands.rax,
-        ecx: operands.ecx,
-        edx: operands.edx,
-    });
+    hal::tlb::invlpgb(*operands);
     invlpgb_log::issued(operands, trace);
 }
 

@@ -26,7 +26,7 @@ use core::{
 };
 
 use hal::percpu;
-use mm::{MAX_CPUS, invlpgb::InvlpgbOperands};
+use tlb_types::{InvlpgbOperands, MAX_CPUS};
 
 /// INVLPGBs and TLBSYNCs executed, per CPU.
 static INVLPGBS: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];

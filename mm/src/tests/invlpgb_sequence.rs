@@ -3,9 +3,11 @@
 
 use std::vec::Vec;
 
+use tlb_types::InvlpgbOperands;
+
 use crate::{
     BroadcastOp,
-    invlpgb::{self, InvlpgbLimits, InvlpgbOperands},
+    invlpgb::{self, InvlpgbLimits},
 };
 
 fn sequence(op: BroadcastOp, limits: InvlpgbLimits) -> Vec<InvlpgbOperands> {
@@ -54,8 +56,8 @@ fn ranges_respect_the_cpu_limit() {
     );
     for operands in &kernel {
         assert_eq!(
-            operands.rax & invlpgb::FLAG_INCLUDE_GLOBAL,
-            invlpgb::FLAG_INCLUDE_GLOBAL
+            operands.rax & tlb_types::invlpgb::FLAG_INCLUDE_GLOBAL,
+            tlb_types::invlpgb::FLAG_INCLUDE_GLOBAL
         );
     }
 }

@@ -11,14 +11,15 @@
 
 use crate::sched::{YieldLock, splitmix};
 use crate::world::{Life, World};
-use mm::instructions::{self, Instruction, LocalOp, LocalTlb};
-use mm::invlpgb::{self, InvlpgbLimits, InvlpgbOperands};
+use mm::instructions::{self, LocalOp, LocalTlb};
+use mm::invlpgb::{self, InvlpgbLimits};
 use mm::{
     BroadcastBackend, BroadcastOp, CpuId, CpuSet, FlushRequest, Pcid, TlbHardware, TlbSystem,
 };
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use tlb_types::{Instruction, InvlpgbOperands};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
@@ -328,13 +329,13 @@ impl Machine {
     fn apply_invlpgb(&self, op: InvlpgbOperands) {
         let flags = op.rax & 0xfff;
         assert_ne!(
-            flags & invlpgb::FLAG_ASID,
+            flags & tlb_types::invlpgb::FLAG_ASID,
             0,
             "ASID-valid must always be set"
         );
         assert_eq!(op.edx & 0xffff, 0, "host ASID 0 only");
         assert_eq!(
-            flags & invlpgb::FLAG_FINAL_ONLY,
+            flags & tlb_types::invlpgb::FLAG_FINAL_ONLY,
             0,
             "FINAL_ONLY would keep freed tables cached"
         );
@@ -343,9 +344,9 @@ impl Machine {
             extra < self.limits.max_pages(),
             "INVLPGB count {extra} beyond the CPU limit"
         );
-        let va = flags & invlpgb::FLAG_VA != 0;
-        let by_pcid = flags & invlpgb::FLAG_PCID != 0;
-        let global = flags & invlpgb::FLAG_INCLUDE_GLOBAL != 0;
+        let va = flags & tlb_types::invlpgb::FLAG_VA != 0;
+        let by_pcid = flags & tlb_types::invlpgb::FLAG_PCID != 0;
+        let global = flags & tlb_types::invlpgb::FLAG_INCLUDE_GLOBAL != 0;
         let pcid = (op.edx >> 16) as Pcid;
         if by_pcid {
             assert!(

@@ -14,7 +14,7 @@
 use alloc::vec::Vec;
 
 use hal::probe::{self, InstructionFault};
-use mm::invlpgb::{FLAG_ASID, FLAG_INCLUDE_NESTED, FLAG_PCID, FLAG_VA};
+use tlb_types::invlpgb::{FLAG_ASID, FLAG_INCLUDE_NESTED, FLAG_PCID, FLAG_VA};
 
 use crate::framework::TestResult;
 use crate::{check, check_eq};
