@@ -1,10 +1,11 @@
 //! The kernel's side of the `mm` crate: the instructions behind its
 //! decisions, the choice of TLB mode, counters and the trace.
 //!
-//! `mm` decides *who* must flush *what* and *when*; [`KernelTlb`] turns each
-//! decision into an instruction on the current CPU (INVLPG, a CR3 load), a
-//! cross-CPU call that runs `mm`'s flush handler elsewhere, or a broadcast
-//! through the chosen backend ([`KernelBroadcast`]).
+//! `mm` decides *who* must flush *what* and *when*, and even which
+//! instruction a local flush takes; [`KernelTlb`] carries each decision out:
+//! the local instruction `mm` chose (passed to `hal::tlb::execute` as it
+//! is), a cross-CPU call that runs `mm`'s flush handler elsewhere, or a
+//! broadcast through the chosen backend ([`KernelBroadcast`]).
 //!
 //! The mode is chosen once at boot (`tlb=` on the command line):
 //! - `ipi`: targeted IPIs only; no global ASIDs.
@@ -38,7 +39,7 @@ use core::{
 use mm::{
     AddressSpaceTlb, CpuId, CpuSet, CpuTlbState, FlushBatch, FlushRange, FlushRequest, TlbConfig,
     TlbHardware, TlbSystem, TraceEvent,
-    instructions::{LocalOp, LocalTlb, select},
+    Instruction, Pcid, instructions::LocalTlb,
     invlpgb::InvlpgbLimits,
 };
 use spin::Once;
@@ -349,8 +350,20 @@ impl TlbHardware for KernelTlb {
         smp::online()
     }
 
-    fn pcid_enabled(&self) -> bool {
-        state().hardware.pcids
+    fn local_tlb(&self) -> LocalTlb {
+        let local = state().local;
+        // The choice of INVLPG for a kernel page relies on PGE being what
+        // the kernel told `mm`.
+        debug_assert_eq!(
+            local.pge,
+            hal::tlb::global_pages_enabled(),
+            "CR4.PGE differs from what the instruction choice assumes"
+        );
+        local
+    }
+
+    fn current_pcid(&self) -> Pcid {
+        hal::tlb::current_pcid()
     }
 
     /// Milliseconds, the unit of `TlbConfig`'s intervals.
@@ -358,23 +371,8 @@ impl TlbHardware for KernelTlb {
         time::now_ns() / 1_000_000
     }
 
-    fn local(&self, op: LocalOp) {
-        let state = state();
-        if let LocalOp::KernelPage { .. } = op {
-            // The choice of INVLPG for a kernel page relies on PGE being what
-            // the kernel told `mm`.
-            debug_assert_eq!(
-                state.local.pge,
-                hal::tlb::global_pages_enabled(),
-                "CR4.PGE differs from what the instruction choice assumes"
-            );
-        }
-        hal::tlb::execute(select(
-            op,
-            state.local,
-            hal::tlb::current_pcid,
-            state.system.faults(),
-        ));
+    fn execute(&self, instruction: Instruction) {
+        hal::tlb::execute(instruction);
     }
 
     /// `tlb.switch-delay=`: a debugging option that makes the switch

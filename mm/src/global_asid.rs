@@ -234,29 +234,29 @@ impl TlbSystem<'_> {
                 if current == Some(pcid) || self.faults.has(Fault::InvlpgForOtherPcid) {
                     let mut addr = start;
                     while addr < end {
-                        hw.local(LocalOp::UserPage { va: addr });
+                        self.local(hw, LocalOp::UserPage { va: addr });
                         Counters::bump(&counters.pages_invalidated, 1);
                         addr = addr.saturating_add(1 << stride_shift);
                     }
-                } else if hw.pcid_enabled() {
-                    hw.local(LocalOp::Pcid(pcid));
+                } else if hw.local_tlb().pcide {
+                    self.local(hw, LocalOp::Pcid(pcid));
                 }
             }
             BroadcastOp::Pcid(pcid) => {
-                if current == Some(pcid) || hw.pcid_enabled() {
-                    hw.local(LocalOp::Pcid(pcid));
+                if current == Some(pcid) || hw.local_tlb().pcide {
+                    self.local(hw, LocalOp::Pcid(pcid));
                 }
             }
-            BroadcastOp::AllNonGlobal => hw.local(LocalOp::AllNonGlobal),
+            BroadcastOp::AllNonGlobal => self.local(hw, LocalOp::AllNonGlobal),
             BroadcastOp::KernelRange { start, end } => {
                 let mut addr = start;
                 while addr < end {
-                    hw.local(LocalOp::KernelPage { va: addr });
+                    self.local(hw, LocalOp::KernelPage { va: addr });
                     Counters::bump(&counters.pages_invalidated, 1);
                     addr = addr.saturating_add(1 << PAGE_SHIFT);
                 }
             }
-            BroadcastOp::AllIncludingGlobal => hw.local(LocalOp::Everything),
+            BroadcastOp::AllIncludingGlobal => self.local(hw, LocalOp::Everything),
         }
     }
 

@@ -21,9 +21,8 @@
 
 use crate::context::AddressSpaceTlb;
 use crate::counters::TraceEvent;
-use crate::instructions::LocalOp;
-use tlb_types::Pcid;
-use tlb_types::{CpuId, CpuSet};
+use crate::instructions::LocalTlb;
+use tlb_types::{CpuId, CpuSet, Instruction, Pcid};
 
 /// Invalidations that reach every CPU without interrupting it (INVLPGB, or a software
 /// stand-in). Only **non-global** entries unless the name says otherwise. The operations may
@@ -85,16 +84,20 @@ pub trait TlbHardware {
     fn current_cpu(&self) -> CpuId;
     /// CPUs that are up and take IPIs.
     fn online_cpus(&self) -> CpuSet;
-    /// Whether CR4.PCIDE is on. Without it every address-space load flushes.
-    fn pcid_enabled(&self) -> bool;
+    /// What this CPU's control registers and CPUID say about local invalidation (CR4.PCIDE,
+    /// CR4.PGE, INVPCID): the facts [`crate::instructions::select`] chooses instructions for.
+    /// Without PCIDE every address-space load flushes.
+    fn local_tlb(&self) -> LocalTlb;
+    /// The PCID in this CPU's CR3. Read only when an instruction choice depends on it (a
+    /// PCID flush without INVPCID), never on the hot paths.
+    fn current_pcid(&self) -> Pcid;
     /// A monotonic clock in ticks (any unit; [`crate::TlbConfig`] intervals use the same).
     fn now(&self) -> u64;
 
-    /// Carries out the local TLB operation `op` on this CPU: executes the instruction
-    /// [`crate::instructions::select`] chooses for it from this CPU's state (PCIDE, PGE,
-    /// INVPCID, the PCID in CR3) and the system's faults. The choice is `mm`'s; the
-    /// implementation only executes it.
-    fn local(&self, op: LocalOp);
+    /// Executes the local TLB instruction `instruction` on this CPU. `mm` chose it (with
+    /// [`crate::instructions::select`], from [`TlbHardware::local_tlb`] and the protocol's
+    /// operation); the implementation decides nothing.
+    fn execute(&self, instruction: Instruction);
 
     /// Sends a flush IPI to every CPU in `targets` (never the current CPU) and returns once
     /// each of them has run [`crate::TlbSystem::handle_flush_ipi`] with `request`. The request

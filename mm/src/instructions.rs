@@ -19,7 +19,9 @@
 
 use tlb_types::{Instruction, Pcid};
 
+use crate::TlbSystem;
 use crate::faults::{Fault, Faults};
+use crate::hardware::TlbHardware;
 
 /// What the CPU's control registers and CPUID say, as far as local invalidation goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,6 +119,23 @@ pub fn select(
             pcid: 0,
             keep: false,
         },
+    }
+}
+
+impl TlbSystem<'_> {
+    /// Carries out `op` on the calling CPU: chooses its instruction here, from what `hw` says
+    /// of this CPU, and hands that to `hw` to execute. The one way `mm` touches a local TLB.
+    pub(crate) fn local(&self, hw: &impl TlbHardware, op: LocalOp) {
+        debug_assert!(
+            !matches!(op, LocalOp::Load { pcid: 0, .. }),
+            "PCID 0 is never used for an address space"
+        );
+        hw.execute(select(
+            op,
+            hw.local_tlb(),
+            || hw.current_pcid(),
+            &self.faults,
+        ));
     }
 }
 

@@ -39,6 +39,14 @@ use crate::percpu::CpuTlbState;
 use crate::sync::{Ordering, fence};
 use crate::system::TlbSystem;
 
+/// How a switch ends: `next` loaded under `asid`, with a flush or not, and the generation the
+/// CPU's slot for it is then current to.
+struct NextLoad {
+    asid: Asid,
+    flush: bool,
+    generation: u64,
+}
+
 impl TlbSystem<'_> {
     /// Switches the calling CPU to `next` (a user address space or
     /// [`TlbSystem::kernel_address_space`]). Interrupts must be off.
@@ -55,60 +63,115 @@ impl TlbSystem<'_> {
             // Ordered before the generation read below by a full fence on both paths.
             st.is_lazy.store(false, Ordering::Relaxed);
         }
-
-        let (asid, need_flush, generation);
-        if prev == next.ctx_id {
-            if self.needs_global_asid(hw, next, prev_asid) {
-                // Promoted while we ran it on a dynamic ASID: move over (no flush with PCID).
-                self.switch_fence();
-                generation = next.tlb_gen.load(Ordering::Relaxed);
-                (asid, need_flush) = self.choose_new_asid(hw, st, next, generation);
-            } else if is_global_asid(prev_asid) || !was_lazy {
-                // A global ASID is always current; a thread switch within one address space
-                // on a non-lazy CPU changes nothing the TLB cares about.
-                return;
-            } else {
-                // Back from lazy mode: catch up by generation. The fence pairs with the
-                // flusher's: if it read `is_lazy == true` and skipped us, we see its bump.
-                self.switch_fence();
-                generation = next.tlb_gen.load(Ordering::Relaxed);
-                let slot_gen = st.slots[prev_asid as usize].tlb_gen.load(Ordering::Relaxed);
-                if slot_gen == generation {
-                    return;
-                }
-                (asid, need_flush) = (prev_asid, true);
+        let load = if prev == next.ctx_id {
+            match self.switch_to_loaded(hw, st, next, prev_asid, was_lazy) {
+                Some(load) => load,
+                None => return,
             }
         } else {
-            if self.faults.has(Fault::GenerationReadBeforeCpuSet) {
-                generation = next.tlb_gen.load(Ordering::Relaxed);
-                hw.switch_window();
-                st.loaded.store(CTX_SWITCHING, Ordering::Relaxed);
-                next.cpus.insert(cpu, Ordering::Relaxed);
-            } else {
-                st.loaded.store(CTX_SWITCHING, Ordering::Relaxed);
-                next.cpus.insert(cpu, Ordering::Relaxed);
-                // The full fence of the switching race (module docs): SWITCHING and our
-                // CPU-set bit must be visible before we read the generation and global ASID.
-                self.switch_fence();
-                generation = next.tlb_gen.load(Ordering::Relaxed);
-                hw.switch_window();
+            let generation = self.join_and_read_generation(hw, st, next);
+            let (asid, flush) = self.choose_new_asid(hw, st, next, generation);
+            NextLoad {
+                asid,
+                flush,
+                generation,
             }
-            (asid, need_flush) = self.choose_new_asid(hw, st, next, generation);
-        }
+        };
+        self.finish_switch(hw, st, next, load);
+    }
 
-        if need_flush {
-            if is_dynamic_asid(asid) {
-                st.set_slot(asid, next.ctx_id, generation);
+    /// A switch to the address space this CPU has loaded already: `None` when nothing
+    /// changes, else how to reload it.
+    fn switch_to_loaded(
+        &self,
+        hw: &impl TlbHardware,
+        st: &CpuTlbState,
+        next: &AddressSpaceTlb,
+        prev_asid: Asid,
+        was_lazy: bool,
+    ) -> Option<NextLoad> {
+        if self.needs_global_asid(hw, next, prev_asid) {
+            // Promoted while we ran it on a dynamic ASID: move over (no flush with PCID).
+            self.switch_fence();
+            let generation = next.tlb_gen.load(Ordering::Relaxed);
+            let (asid, flush) = self.choose_new_asid(hw, st, next, generation);
+            return Some(NextLoad {
+                asid,
+                flush,
+                generation,
+            });
+        }
+        if is_global_asid(prev_asid) || !was_lazy {
+            // A global ASID is always current; a thread switch within one address space on
+            // a non-lazy CPU changes nothing the TLB cares about.
+            return None;
+        }
+        // Back from lazy mode: catch up by generation. The fence pairs with the flusher's:
+        // if it read `is_lazy == true` and skipped us, we see its bump.
+        self.switch_fence();
+        let generation = next.tlb_gen.load(Ordering::Relaxed);
+        let slot_gen = st.slots[prev_asid as usize].tlb_gen.load(Ordering::Relaxed);
+        (slot_gen != generation).then_some(NextLoad {
+            asid: prev_asid,
+            flush: true,
+            generation,
+        })
+    }
+
+    /// The switcher's side of the switching race (module docs): makes this CPU visible to
+    /// flushers of `next` (SWITCHING, then its CPU-set bit), then, after the full fence,
+    /// reads the generation the load must be current to.
+    fn join_and_read_generation(
+        &self,
+        hw: &impl TlbHardware,
+        st: &CpuTlbState,
+        next: &AddressSpaceTlb,
+    ) -> u64 {
+        let cpu = hw.current_cpu();
+        let join = || {
+            st.loaded.store(CTX_SWITCHING, Ordering::Relaxed);
+            next.cpus.insert(cpu, Ordering::Relaxed);
+        };
+        if self.faults.has(Fault::GenerationReadBeforeCpuSet) {
+            // The bug: a flush that bumps the generation in the window and reads the CPU
+            // set before we join it skips this CPU, and this CPU loads without its flush.
+            let generation = next.tlb_gen.load(Ordering::Relaxed);
+            hw.switch_window();
+            join();
+            return generation;
+        }
+        join();
+        self.switch_fence();
+        let generation = next.tlb_gen.load(Ordering::Relaxed);
+        hw.switch_window();
+        generation
+    }
+
+    /// Loads `next` as `load` says, recording a flushing load in its slot, then publishes
+    /// what this CPU runs.
+    fn finish_switch(
+        &self,
+        hw: &impl TlbHardware,
+        st: &CpuTlbState,
+        next: &AddressSpaceTlb,
+        load: NextLoad,
+    ) {
+        if load.flush {
+            if is_dynamic_asid(load.asid) {
+                st.set_slot(load.asid, next.ctx_id, load.generation);
             }
             Counters::bump(&st.counters().switch_flushes, 1);
         }
-        hw.local(LocalOp::Load {
-            root: next.root,
-            pcid: pcid_of(asid),
-            flush: need_flush,
-        });
+        self.local(
+            hw,
+            LocalOp::Load {
+                root: next.root,
+                pcid: pcid_of(load.asid),
+                flush: load.flush,
+            },
+        );
         // Publish the ASID before the id: a reader that sees the id sees the right ASID.
-        st.loaded_asid.store(asid, Ordering::Release);
+        st.loaded_asid.store(load.asid, Ordering::Release);
         st.loaded.store(next.ctx_id, Ordering::Release);
     }
 
@@ -134,9 +197,9 @@ impl TlbSystem<'_> {
             && let Some(global) = next.global_asid()
         {
             // Without PCID a CR3 load flushes anyway; say so, so the count is honest.
-            return (global, !hw.pcid_enabled());
+            return (global, !hw.local_tlb().pcide);
         }
-        if !hw.pcid_enabled() {
+        if !hw.local_tlb().pcide {
             return (0, true);
         }
         for (i, slot) in st.slots.iter().enumerate() {

@@ -143,12 +143,15 @@ impl<'a> TlbSystem<'a> {
         st.set_slot(0, CTX_KERNEL, self.kernel.tlb_gen());
         st.next_asid.store(1, Ordering::Relaxed);
         st.is_lazy.store(false, Ordering::Relaxed);
-        hw.local(LocalOp::Load {
-            root: self.kernel.root,
-            pcid: crate::asid::pcid_of(0),
-            flush: true,
-        });
-        hw.local(LocalOp::Everything);
+        self.local(
+            hw,
+            LocalOp::Load {
+                root: self.kernel.root,
+                pcid: crate::asid::pcid_of(0),
+                flush: true,
+            },
+        );
+        self.local(hw, LocalOp::Everything);
         st.loaded_asid.store(0, Ordering::Release);
         st.loaded.store(CTX_KERNEL, Ordering::Release);
     }

@@ -2,6 +2,7 @@
 
 use super::fake::{Machine, Op, cpus, ipis, ops_of, system};
 use crate::{BroadcastOp, CpuSet, FlushBatch, TlbConfig, pcid_of};
+use tlb_types::Instruction::*;
 
 fn setup_two_spaces(
     broadcast: bool,
@@ -40,8 +41,14 @@ fn batch_flushes_collected_cpus_once_with_ipis() {
             [[1, 2].into_iter().collect::<CpuSet>()],
             "one round; lazy CPU 3 skipped"
         );
-        assert_eq!(ops_of(&log, 1), [Op::FlushPcid(pcid_of(1))]);
-        assert_eq!(ops_of(&log, 2), [Op::FlushPcid(pcid_of(1))]);
+        assert_eq!(
+            ops_of(&log, 1),
+            [Op::Local(InvpcidSingle { pcid: pcid_of(1) })]
+        );
+        assert_eq!(
+            ops_of(&log, 2),
+            [Op::Local(InvpcidSingle { pcid: pcid_of(1) })]
+        );
         assert!(
             !batch.is_pending() && batch.cpus().is_empty(),
             "batch cleared"
@@ -52,11 +59,11 @@ fn batch_flushes_collected_cpus_once_with_ipis() {
         sys.switch_mm(&m.cpu(3), b);
         assert_eq!(
             ops_of(&m.take_log(), 3),
-            [Op::Load {
+            [Op::Local(LoadCr3 {
                 root: 0xb000,
                 pcid: pcid_of(1),
-                flush: true
-            }]
+                keep: false
+            })]
         );
         assert_eq!(sys.total_counters().batch_flushes, 1);
     });
@@ -89,5 +96,8 @@ fn batch_of_only_the_caller_flushes_locally() {
     let mut batch = FlushBatch::new();
     sys.batch_add_pending(&mut batch, &a);
     sys.batch_flush(&m.cpu(1), &mut batch);
-    assert_eq!(m.take_log(), [(1, Op::FlushPcid(pcid_of(1)))]);
+    assert_eq!(
+        m.take_log(),
+        [(1, Op::Local(InvpcidSingle { pcid: pcid_of(1) }))]
+    );
 }

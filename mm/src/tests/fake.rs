@@ -2,22 +2,20 @@
 
 use crate::{
     BroadcastBackend, BroadcastOp, CpuId, CpuSet, CpuTlbState, FlushRequest, Pcid, TlbConfig,
-    TlbHardware, TlbSystem, TraceEvent, instructions::LocalOp,
+    TlbHardware, TlbSystem, TraceEvent, asid::pcid_of, instructions::LocalTlb,
 };
 use std::cell::{Cell, RefCell};
 use std::vec::Vec;
+use tlb_types::Instruction;
 
 pub const KERNEL_ROOT: u64 = 0x1000;
 
 /// One hardware operation, as executed by one CPU.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
-    Invlpg(u64),
-    KernelPage(u64),
-    FlushPcid(Pcid),
-    FlushAllNonGlobal,
-    FlushEverything,
-    Load { root: u64, pcid: Pcid, flush: bool },
+    /// A local TLB instruction, as `mm` chose it for the fake's CPU: PGE and INVPCID, and
+    /// PCIDE as the machine says.
+    Local(Instruction),
     Ipi(CpuSet),
     Broadcast(BroadcastOp),
     Sync,
@@ -150,24 +148,21 @@ impl<'m, 's> TlbHardware for Hw<'m, 's> {
     fn online_cpus(&self) -> CpuSet {
         self.m.online
     }
-    fn pcid_enabled(&self) -> bool {
-        self.m.pcid
+    fn local_tlb(&self) -> LocalTlb {
+        LocalTlb {
+            pcide: self.m.pcid,
+            pge: true,
+            invpcid: true,
+        }
+    }
+    fn current_pcid(&self) -> Pcid {
+        pcid_of(self.m.sys.cpu(self.cpu).loaded_asid())
     }
     fn now(&self) -> u64 {
         self.m.now.get()
     }
-    /// Records the operation the protocol asked for (the instruction chosen for it is
-    /// `instructions::select`'s business, tested on its own and by the host model).
-    fn local(&self, op: LocalOp) {
-        let op = match op {
-            LocalOp::UserPage { va } => Op::Invlpg(va),
-            LocalOp::KernelPage { va } => Op::KernelPage(va),
-            LocalOp::Pcid(pcid) => Op::FlushPcid(pcid),
-            LocalOp::AllNonGlobal => Op::FlushAllNonGlobal,
-            LocalOp::Everything => Op::FlushEverything,
-            LocalOp::Load { root, pcid, flush } => Op::Load { root, pcid, flush },
-        };
-        self.m.record(self.cpu, op);
+    fn execute(&self, instruction: Instruction) {
+        self.m.record(self.cpu, Op::Local(instruction));
     }
     fn send_flush_ipis(&self, targets: &CpuSet, request: &FlushRequest<'_>) {
         assert!(!targets.contains(self.cpu), "IPI to self");

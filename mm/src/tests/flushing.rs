@@ -7,6 +7,7 @@ use crate::{
     TlbConfig, pcid_of,
 };
 use std::vec::Vec;
+use tlb_types::Instruction::*;
 
 fn pages(first: u64, n: u64) -> FlushRange {
     FlushRange::Range {
@@ -34,7 +35,13 @@ fn single_cpu_flush_sends_no_ipi() {
     sys.flush_tlb_mm_range(&m.cpu(2), &a, pages(7, 2), false);
     let log = m.take_log();
     assert!(ipis(&log).is_empty());
-    assert_eq!(ops_of(&log, 2), [Op::Invlpg(7 << 12), Op::Invlpg(8 << 12)]);
+    assert_eq!(
+        ops_of(&log, 2),
+        [
+            Op::Local(Invlpg { va: 7 << 12 }),
+            Op::Local(Invlpg { va: 8 << 12 })
+        ]
+    );
     assert_eq!(sys.cpu(2).counters().snapshot().ipis_sent, 0);
 }
 
@@ -60,14 +67,23 @@ fn other_running_cpus_get_exactly_one_ipi_round() {
     let ipi = Op::Ipi(want);
     assert_eq!(
         ops_of(&log, 0),
-        [ipi.clone(), Op::Invlpg(0), ipi, Op::Invlpg(0)]
+        [
+            ipi.clone(),
+            Op::Local(Invlpg { va: 0 }),
+            ipi,
+            Op::Local(Invlpg { va: 0 })
+        ]
     );
     for cpu in [0, 1, 3] {
         let flushes: Vec<_> = ops_of(&log, cpu)
             .into_iter()
             .filter(|o| !matches!(o, Op::Ipi(_)))
             .collect();
-        assert_eq!(flushes, [Op::Invlpg(0), Op::Invlpg(0)], "cpu {cpu}");
+        assert_eq!(
+            flushes,
+            [Op::Local(Invlpg { va: 0 }), Op::Local(Invlpg { va: 0 })],
+            "cpu {cpu}"
+        );
         assert_eq!(sys.cpu(cpu).slot(1), (a.ctx_id(), a.tlb_gen()));
     }
     assert_eq!(sys.cpu(0).counters().snapshot().ipis_sent, 4);
@@ -147,11 +163,11 @@ fn freed_tables_reach_lazy_cpus() {
     assert_eq!(ipis(&log), [CpuSet::single(1)]);
     assert_eq!(
         ops_of(&log, 1),
-        [Op::Load {
+        [Op::Local(LoadCr3 {
             root: 0x1000,
             pcid: pcid_of(0),
-            flush: false
-        }]
+            keep: true
+        })]
     );
     assert_eq!(sys.cpu(1).loaded_ctx(), CTX_KERNEL);
     assert!(!sys.cpu(1).is_lazy());
@@ -194,11 +210,15 @@ fn reversed_flushes_force_a_full_flush() {
         sys.handle_flush_ipi(&m.cpu(1), &req(gen_a, FlushRange::All));
         let log = ops_of(&m.take_log(), 1);
         if mutated {
-            assert_eq!(log, [Op::Invlpg(9 << 12)], "the mutation loses flush A");
+            assert_eq!(
+                log,
+                [Op::Local(Invlpg { va: 9 << 12 })],
+                "the mutation loses flush A"
+            );
         } else {
             assert_eq!(
                 log,
-                [Op::FlushPcid(pcid_of(1))],
+                [Op::Local(InvpcidSingle { pcid: pcid_of(1) })],
                 "B does a full flush, A finds it done"
             );
         }
@@ -231,7 +251,10 @@ fn partial_flush_when_exactly_one_behind() {
     sys.handle_flush_ipi(&m.cpu(1), &req);
     assert_eq!(
         ops_of(&m.take_log(), 1),
-        [Op::Invlpg(0x20_0000), Op::Invlpg(0x40_0000)]
+        [
+            Op::Local(Invlpg { va: 0x20_0000 }),
+            Op::Local(Invlpg { va: 0x40_0000 })
+        ]
     );
     assert_eq!(sys.cpu(1).slot(1).1, local + 1);
     // The same request again is already done.
@@ -251,13 +274,22 @@ fn ceiling_turns_34_pages_into_a_full_flush() {
     sys.flush_tlb_mm_range(&m.cpu(0), &a, pages(100, 33), false);
     let log = ops_of(&m.take_log(), 0);
     assert_eq!(log.len(), 33);
-    assert!(log.iter().all(|op| matches!(op, Op::Invlpg(_))));
+    assert!(
+        log.iter()
+            .all(|op| matches!(op, Op::Local(Invlpg { va: _ })))
+    );
     sys.flush_tlb_mm_range(&m.cpu(0), &a, pages(100, 34), false);
-    assert_eq!(ops_of(&m.take_log(), 0), [Op::FlushPcid(pcid_of(1))]);
+    assert_eq!(
+        ops_of(&m.take_log(), 0),
+        [Op::Local(InvpcidSingle { pcid: pcid_of(1) })]
+    );
     // Configurable: with a ceiling of 0 even one page is a full flush.
     sys.set_flush_ceiling(0);
     sys.flush_tlb_mm_range(&m.cpu(0), &a, pages(100, 1), false);
-    assert_eq!(ops_of(&m.take_log(), 0), [Op::FlushPcid(pcid_of(1))]);
+    assert_eq!(
+        ops_of(&m.take_log(), 0),
+        [Op::Local(InvpcidSingle { pcid: pcid_of(1) })]
+    );
     assert_eq!(sys.cpu(0).counters().snapshot().ceiling_full_flushes, 2);
 }
 
@@ -342,9 +374,9 @@ fn kernel_range_flushes() {
                 assert_eq!(
                     ops,
                     [
-                        Op::KernelPage(k),
-                        Op::KernelPage(k + 4096),
-                        Op::FlushEverything
+                        Op::Local(Invlpg { va: k }),
+                        Op::Local(Invlpg { va: k + 4096 }),
+                        Op::Local(InvpcidAll)
                     ],
                     "cpu {cpu}"
                 );
@@ -361,7 +393,7 @@ fn flush_all_reaches_everyone() {
     sys.flush_tlb_all(&m.cpu(1));
     let log = m.take_log();
     assert_eq!(ipis(&log), [CpuSet::single(0)]);
-    assert_eq!(ops_of(&log, 0), [Op::FlushEverything]);
+    assert_eq!(ops_of(&log, 0), [Op::Local(InvpcidAll)]);
 }
 
 #[test]
@@ -378,7 +410,10 @@ fn whole_address_space_flush_reaches_lazy_cpus() {
     sys.flush_tlb_mm(&m.cpu(0), &a);
     let log = m.take_log();
     assert_eq!(ipis(&log), [CpuSet::single(1)]);
-    assert_eq!(ops_of(&log, 0)[1], Op::FlushPcid(pcid_of(1)));
+    assert_eq!(
+        ops_of(&log, 0)[1],
+        Op::Local(InvpcidSingle { pcid: pcid_of(1) })
+    );
     assert_eq!(FlushRange::pages(0x1234, 0x3001), pages(1, 3));
     assert_eq!(FlushRange::pages(0x1000, 0x2000).units(), Some(1));
 }

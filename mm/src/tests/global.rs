@@ -5,6 +5,7 @@ use crate::{
     AddressSpaceTlb, BroadcastOp, CTX_KERNEL, CpuSet, FIRST_GLOBAL_ASID, Fault, FlushRange,
     TlbConfig, TlbSystem, is_global_asid, pcid_of,
 };
+use tlb_types::Instruction::*;
 
 fn page(n: u64) -> FlushRange {
     FlushRange::Range {
@@ -133,11 +134,11 @@ fn stragglers_move_over_without_flush() {
     assert_eq!(ipis(&log).len(), 1);
     for cpu in 0..3 {
         assert!(
-            ops_of(&log, cpu).contains(&Op::Load {
+            ops_of(&log, cpu).contains(&Op::Local(LoadCr3 {
                 root: 0xa000,
                 pcid: gpcid,
-                flush: false
-            }),
+                keep: true
+            })),
             "cpu {cpu}"
         );
         assert_eq!(sys.cpu(cpu).loaded_asid(), g);
@@ -173,11 +174,11 @@ fn transition_finishes_only_when_all_moved() {
     let g = pcid_of(a.global_asid().unwrap());
     assert_eq!(
         *ops_of(&m.take_log(), 1).last().unwrap(),
-        Op::Load {
+        Op::Local(LoadCr3 {
             root: 0xa000,
             pcid: g,
-            flush: false
-        }
+            keep: true
+        })
     );
     sys.flush_tlb_mm_range(&m.cpu(0), &a, FlushRange::All, true);
     assert_eq!(
@@ -309,18 +310,31 @@ fn software_broadcast_handler_semantics() {
             },
         );
         sys.handle_broadcast_ipi(&hw, &BroadcastOp::AllIncludingGlobal);
-        let mut want = std::vec![Op::Invlpg(0), Op::Invlpg(4096)];
+        // Without PCIDE there is one tag: a PCID flush reloads CR3, and only a toggle of
+        // CR4.PGE reaches global entries.
+        let flush_pcid = |pcid| {
+            Op::Local(if pcid_on {
+                InvpcidSingle { pcid }
+            } else {
+                ReloadCr3
+            })
+        };
+        let mut want = std::vec![Op::Local(Invlpg { va: 0 }), Op::Local(Invlpg { va: 4096 })];
         if pcid_on {
-            want.push(Op::FlushPcid(99));
+            want.push(flush_pcid(99));
         }
-        want.push(Op::FlushPcid(mine));
+        want.push(flush_pcid(mine));
         if pcid_on {
-            want.push(Op::FlushPcid(99));
+            want.push(flush_pcid(99));
         }
         want.extend([
-            Op::FlushAllNonGlobal,
-            Op::KernelPage(0),
-            Op::FlushEverything,
+            Op::Local(if pcid_on {
+                InvpcidAllNonGlobal
+            } else {
+                ReloadCr3
+            }),
+            Op::Local(Invlpg { va: 0 }),
+            Op::Local(if pcid_on { InvpcidAll } else { TogglePge }),
         ]);
         assert_eq!(ops_of(&m.take_log(), 0), want, "pcid {pcid_on}");
     }

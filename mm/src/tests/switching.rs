@@ -3,6 +3,7 @@
 use super::fake::{Machine, Op, cpus, ipis, ops_of, system};
 use crate::{FlushRange, TlbConfig, pcid_of};
 use std::vec::Vec;
+use tlb_types::Instruction::*;
 
 fn page(n: u64) -> FlushRange {
     FlushRange::Range {
@@ -22,10 +23,12 @@ fn seven_address_spaces_round_robin() {
     let mms: Vec<_> = (0..7)
         .map(|i| sys.new_address_space(0x10_0000 * (i + 1)))
         .collect();
-    let load = |i: usize, asid: u16, flush: bool| Op::Load {
-        root: mms[i].root(),
-        pcid: pcid_of(asid),
-        flush,
+    let load = |i: usize, asid: u16, flush: bool| {
+        Op::Local(LoadCr3 {
+            root: mms[i].root(),
+            pcid: pcid_of(asid),
+            keep: !flush,
+        })
     };
 
     // The kernel holds slot 0 after bring-up; the cursor starts at 1.
@@ -69,20 +72,20 @@ fn cached_slot_flushes_only_when_generation_moved() {
     sys.switch_mm(&hw, &a);
     assert_eq!(
         ops_of(&m.take_log(), 0),
-        [Op::Load {
+        [Op::Local(LoadCr3 {
             root: 0xa000,
             pcid: pcid_of(1),
-            flush: true
-        }]
+            keep: false
+        })]
     );
     sys.switch_mm(&hw, &b);
     assert_eq!(
         ops_of(&m.take_log(), 0),
-        [Op::Load {
+        [Op::Local(LoadCr3 {
             root: 0xb000,
             pcid: pcid_of(2),
-            flush: false
-        }]
+            keep: true
+        })]
     );
 }
 
@@ -96,17 +99,19 @@ fn without_pcid_every_load_flushes_in_asid_0() {
     let b = sys.new_address_space(0xb000);
     for mm in [&a, &b, &a] {
         sys.switch_mm(&hw, mm);
+        assert_eq!(sys.cpu(0).loaded_asid(), 0, "ctx {}", mm.ctx_id);
     }
+    // CR3 has no PCID field without PCIDE: every load is a flushing one.
     let log = ops_of(&m.take_log(), 0);
     assert_eq!(log.len(), 3);
     assert!(
         log.iter().all(|op| matches!(
             op,
-            Op::Load {
-                pcid: 1,
-                flush: true,
+            Op::Local(LoadCr3 {
+                pcid: 0,
+                keep: false,
                 ..
-            }
+            })
         )),
         "{log:?}"
     );
@@ -141,18 +146,18 @@ fn lazy_cpu_catches_up_on_return() {
     let log = m.take_log();
     assert!(ipis(&log).is_empty(), "lazy CPU 1 was interrupted: {log:?}");
     assert_eq!(ops_of(&log, 1), []);
-    assert_eq!(ops_of(&log, 0), [Op::Invlpg(3 << 12)]);
+    assert_eq!(ops_of(&log, 0), [Op::Local(Invlpg { va: 3 << 12 })]);
 
     // Back to `a`: the slot is one generation behind, so the load flushes.
     sys.switch_mm(&m.cpu(1), &a);
     assert!(!sys.cpu(1).is_lazy());
     assert_eq!(
         ops_of(&m.take_log(), 1),
-        [Op::Load {
+        [Op::Local(LoadCr3 {
             root: 0xa000,
             pcid: pcid_of(1),
-            flush: true
-        }]
+            keep: false
+        })]
     );
 
     // Lazy and back with nothing changed: no load at all.

@@ -35,8 +35,8 @@ use loom::cell::UnsafeCell;
 use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use mm::{
     AddressSpaceTlb, BroadcastBackend, CpuId, CpuSet, CpuTlbState, DYN_ASIDS, FlushRange,
-    FlushRequest, FlushTarget, Pcid, TlbConfig, TlbHardware, TlbSystem, instructions::LocalOp,
-    pcid_of,
+    FlushRequest, FlushTarget, Instruction, Pcid, TlbConfig, TlbHardware, TlbSystem,
+    instructions::LocalTlb, pcid_of,
 };
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -418,36 +418,49 @@ impl TlbHardware for Hw {
     fn online_cpus(&self) -> CpuSet {
         CpuSet::first_n(CPUS)
     }
-    fn pcid_enabled(&self) -> bool {
-        true
+    /// A CPU with everything: `mm` chooses INVLPG, INVPCID and CR3 loads with a PCID.
+    fn local_tlb(&self) -> LocalTlb {
+        LocalTlb {
+            pcide: true,
+            pge: true,
+            invpcid: true,
+        }
+    }
+    /// Read straight from the machine (not through `machine()`, which is a scheduling point
+    /// loom would explore); with INVPCID it is never asked for anyway.
+    fn current_pcid(&self) -> Pcid {
+        self.w.hw.lock().unwrap().current[self.cpu].map_or(0, |(_, pcid)| pcid)
     }
     fn now(&self) -> u64 {
         0
     }
-    /// The protocol's operations at their meaning (which instruction carries each out is
+    /// The instructions at their meaning on this machine (which instruction `mm` chooses is
     /// `mm::instructions::select`'s, checked by the host model): one page per address space,
-    /// so invalidating a page refreshes the current PCID; kernel pages are not modelled.
-    fn local(&self, op: LocalOp) {
+    /// so an INVLPG refreshes the current PCID; kernel pages are not modelled.
+    fn execute(&self, instruction: Instruction) {
         let cpu = self.cpu;
-        match op {
-            LocalOp::UserPage { .. } => self.w.machine(|m| {
+        match instruction {
+            Instruction::Invlpg { .. } | Instruction::ReloadCr3 => self.w.machine(|m| {
                 if let Some((_, pcid)) = m.current[cpu] {
                     m.refill(cpu, pcid);
                 }
             }),
-            LocalOp::KernelPage { .. } => {}
-            LocalOp::Pcid(pcid) => self.w.machine(|m| m.refill(cpu, pcid)),
-            LocalOp::AllNonGlobal | LocalOp::Everything => self.w.machine(|m| m.flush_all(cpu)),
-            LocalOp::Load { root, pcid, flush } => {
+            Instruction::InvpcidAddress { pcid, .. } | Instruction::InvpcidSingle { pcid } => {
+                self.w.machine(|m| m.refill(cpu, pcid))
+            }
+            Instruction::InvpcidAllNonGlobal | Instruction::InvpcidAll | Instruction::TogglePge => {
+                self.w.machine(|m| m.flush_all(cpu))
+            }
+            Instruction::LoadCr3 { root, pcid, keep } => {
                 let ctx = self.w.ctx_of_root(root);
                 self.w.machine(|m| {
                     m.current[cpu] = Some((ctx, pcid));
                     match m.held[cpu].get(&pcid) {
-                        Some(&(held, _)) if !flush && held != ctx => m.violations.push(format!(
+                        Some(&(held, _)) if keep && held != ctx => m.violations.push(format!(
                             "CPU {cpu} loads context {ctx} on PCID {pcid} without flush, \
                              but the PCID holds context {held}"
                         )),
-                        Some(_) if !flush => {}
+                        Some(_) if keep => {}
                         _ => m.refill(cpu, pcid),
                     }
                 });

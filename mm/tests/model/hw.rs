@@ -4,14 +4,15 @@
 //! (none, software IPIs, and an INVLPGB/TLBSYNC model fed with the operands `mm`'s encoders
 //! produce).
 //!
-//! The protocol's local operations go through `mm::instructions::select`, the same function
-//! the kernel uses, and the model executes the instruction it returns exactly: an entry
+//! `mm` chooses the instruction for each local operation (`mm::instructions::select`, from
+//! the CPU state this model reports), as it does on the kernel, and the model executes the
+//! instruction it is handed exactly: an entry
 //! survives whatever the instruction does not drop. Global entries exist only while CR4.PGE
 //! is on; with it off a kernel page is cached under the PCID that touched it, like any page.
 
 use crate::sched::{YieldLock, splitmix};
 use crate::world::{Life, World};
-use mm::instructions::{self, LocalOp, LocalTlb};
+use mm::instructions::LocalTlb;
 use mm::invlpgb::{self, InvlpgbLimits};
 use mm::{
     BroadcastBackend, BroadcastOp, CpuId, CpuSet, FlushRequest, Pcid, TlbHardware, TlbSystem,
@@ -476,18 +477,21 @@ impl<'m> TlbHardware for Hw<'m> {
     fn online_cpus(&self) -> CpuSet {
         CpuSet::first_n(self.m.cpus.len())
     }
-    fn pcid_enabled(&self) -> bool {
-        self.m.state.pcide
+    fn local_tlb(&self) -> LocalTlb {
+        self.m.state
+    }
+    fn current_pcid(&self) -> Pcid {
+        self.m.tlb(self.cpu).pcid
     }
     fn now(&self) -> u64 {
         self.m.clock.load(Ordering::Relaxed)
     }
-    fn local(&self, op: LocalOp) {
-        if let LocalOp::Load { pcid, .. } = op {
+    fn execute(&self, instruction: Instruction) {
+        if let Instruction::LoadCr3 { pcid, .. } = instruction
+            && self.m.state.pcide
+        {
             assert_ne!(pcid, 0, "PCID 0 is never used for an address space");
         }
-        let current_pcid = || self.m.tlb(self.cpu).pcid;
-        let instruction = instructions::select(op, self.m.state, current_pcid, self.m.sys.faults());
         self.m.execute(self.cpu, instruction);
     }
     fn send_flush_ipis(&self, targets: &CpuSet, request: &FlushRequest<'_>) {
