@@ -29,13 +29,10 @@ pub mod breakdown;
 pub mod broadcast;
 pub mod invlpgb_log;
 pub mod latency;
+mod lend;
+mod trace;
 
 use alloc::{string::String, vec::Vec};
-use core::{
-    fmt,
-    sync::atomic::{AtomicBool, Ordering},
-};
-
 use mm::{
     AddressSpaceTlb, CpuId, CpuSet, CpuTlbState, FlushBatch, FlushRange, FlushRequest, TlbConfig,
     TlbHardware, TlbSystem, TraceEvent,
@@ -46,6 +43,7 @@ use spin::Once;
 use x86_64::PhysAddr;
 
 pub use broadcast::KernelBroadcast;
+pub use lend::{LendError, lend_software_broadcast, return_software_broadcast};
 use crate::{
     cpu_features::CpuFeatures,
     smp,
@@ -80,31 +78,8 @@ pub fn init(
     cpu: &CpuFeatures,
 ) -> Result<Choice, ModeUnavailable> {
     let choice = choose(options, cpu)?;
-    let mut config = TlbConfig {
-        promotion_threshold: options.promotion_threshold,
-        ..TlbConfig::default()
-    };
-    if let Some(limit) = options.global_asids {
-        config.global_asid_limit = (mm::FIRST_GLOBAL_ASID + limit).min(mm::MAX_ASID_AVAILABLE);
-    }
-    let broadcast = match choice.mode {
-        TlbMode::Ipi => None,
-        TlbMode::BroadcastSoftware => Some(KernelBroadcast::Software),
-        TlbMode::Invlpgb => {
-            let limits = InvlpgbLimits::from_cpuid_edx(u32::from(
-                cpu.invlpgb.expect("the invlpgb mode implies the feature"),
-            ));
-            hal::tlb::enable_invlpgb(limits.max_pages());
-            Some(KernelBroadcast::Invlpgb(broadcast::Invlpgb {
-                limits,
-                trace: options.trace,
-                bug: match options.bug {
-                    Some(Bug::Invlpgb(bug)) => Some(bug),
-                    _ => None,
-                },
-            }))
-        }
-    };
+    let config = config_for(options);
+    let broadcast = backend_for(choice.mode, options, cpu);
     let state = STATE.call_once(|| {
         let states: &'static [CpuTlbState] = (0..cpu_count)
             .map(|_| CpuTlbState::new())
@@ -126,16 +101,56 @@ pub fn init(
             switch_delay: core::time::Duration::from_micros(u64::from(options.switch_delay_us)),
         }
     });
-    if let Some(Bug::Mm(fault)) = options.bug {
-        state.system.faults().set(fault, true);
-    }
     if let Some(bug) = options.bug {
-        log::warn!("tlb: deliberate bug {bug:?} is switched on (tlb.bug=)");
-        if matches!(bug, Bug::Invlpgb(_)) && choice.mode != TlbMode::Invlpgb {
-            log::warn!("tlb: {bug:?} breaks only mode invlpgb, and this boot runs {}", choice.mode);
-        }
+        switch_on_bug(&state.system, bug, choice.mode);
     }
     Ok(choice)
+}
+
+/// `mm`'s policy as `options` set it (the rest is Linux's).
+fn config_for(options: &TlbOptions) -> TlbConfig {
+    let mut config = TlbConfig {
+        promotion_threshold: options.promotion_threshold,
+        ..TlbConfig::default()
+    };
+    if let Some(limit) = options.global_asids {
+        config.global_asid_limit = (mm::FIRST_GLOBAL_ASID + limit).min(mm::MAX_ASID_AVAILABLE);
+    }
+    config
+}
+
+/// The broadcast backend of `mode`; for `invlpgb`, with this CPU's limits
+/// (and the instructions enabled where the CPU needs it).
+fn backend_for(mode: TlbMode, options: &TlbOptions, cpu: &CpuFeatures) -> Option<KernelBroadcast> {
+    match mode {
+        TlbMode::Ipi => None,
+        TlbMode::BroadcastSoftware => Some(KernelBroadcast::Software),
+        TlbMode::Invlpgb => {
+            let limits = InvlpgbLimits::from_cpuid_edx(u32::from(
+                cpu.invlpgb.expect("the invlpgb mode implies the feature"),
+            ));
+            hal::tlb::enable_invlpgb(limits.max_pages());
+            Some(KernelBroadcast::Invlpgb(broadcast::Invlpgb {
+                limits,
+                trace: options.trace,
+                bug: match options.bug {
+                    Some(Bug::Invlpgb(bug)) => Some(bug),
+                    _ => None,
+                },
+            }))
+        }
+    }
+}
+
+/// Switches on the deliberate bug `tlb.bug=` names, and says so.
+fn switch_on_bug(system: &TlbSystem<'_>, bug: Bug, mode: TlbMode) {
+    if let Bug::Mm(fault) = bug {
+        system.faults().set(fault, true);
+    }
+    log::warn!("tlb: deliberate bug {bug:?} is switched on (tlb.bug=)");
+    if matches!(bug, Bug::Invlpgb(_)) && mode != TlbMode::Invlpgb {
+        log::warn!("tlb: {bug:?} breaks only mode invlpgb, and this boot runs {mode}");
+    }
 }
 
 fn state() -> &'static State {
@@ -149,66 +164,19 @@ pub fn system() -> &'static TlbSystem<'static> {
     &state().system
 }
 
-/// The mode in force.
+/// The mode in force: the boot's, or `broadcast-sw` while the demo has
+/// the software backend lent ([`lend_software_broadcast`]).
 pub fn mode() -> TlbMode {
-    if state().mode == TlbMode::Ipi && SOFTWARE_BROADCAST_LENT.load(Ordering::Acquire) {
-        TlbMode::BroadcastSoftware
-    } else {
-        state().mode
+    match (state().mode, broadcast_backend()) {
+        (TlbMode::Ipi, Some(_)) => TlbMode::BroadcastSoftware,
+        (mode, _) => mode,
     }
 }
 
-/// Set while a machine in mode `ipi` borrows the software broadcast backend
-/// (see [`lend_software_broadcast`]).
-static SOFTWARE_BROADCAST_LENT: AtomicBool = AtomicBool::new(false);
-static SOFTWARE_BROADCAST: KernelBroadcast = KernelBroadcast::Software;
-
-/// Why the broadcast backend cannot be switched now.
-#[derive(Debug)]
-pub enum LendError {
-    /// The boot chose a broadcast backend already.
-    NotIpiMode,
-    /// Address spaces hold global ASIDs: the backend must not change under them.
-    GlobalAsidsInUse(usize),
-}
-
-impl fmt::Display for LendError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::NotIpiMode => write!(f, "the boot chose mode {} already", state().mode),
-            Self::GlobalAsidsInUse(n) => write!(f, "{n} address spaces hold global ASIDs"),
-        }
-    }
-}
-
-/// Lends a machine that booted in mode `ipi` (every CPU without INVLPGB,
-/// so every CPU under QEMU) the software broadcast backend until
-/// [`return_software_broadcast`]: global ASIDs, promotion and the
-/// transition protocol then run for real, as with `tlb=broadcast-sw`. The
-/// guided demo does this for its promotion phase, so that `cargo run` shows
-/// the mechanism the kernel exists for without a second boot. `mm` allows
-/// the switch while no address space holds a global ASID, which is checked.
-pub fn lend_software_broadcast() -> Result<(), LendError> {
-    let in_use = system().global_asids_in_use();
-    if state().mode != TlbMode::Ipi {
-        return Err(LendError::NotIpiMode);
-    }
-    if in_use != 0 {
-        return Err(LendError::GlobalAsidsInUse(in_use));
-    }
-    SOFTWARE_BROADCAST_LENT.store(true, Ordering::Release);
-    Ok(())
-}
-
-/// Ends [`lend_software_broadcast`]; refused while a global ASID is held
-/// (the processes that used them must have exited).
-pub fn return_software_broadcast() -> Result<(), LendError> {
-    let in_use = system().global_asids_in_use();
-    if in_use != 0 {
-        return Err(LendError::GlobalAsidsInUse(in_use));
-    }
-    SOFTWARE_BROADCAST_LENT.store(false, Ordering::Release);
-    Ok(())
+/// The broadcast backend `mm` is handed: the boot's choice, or the lent
+/// software backend.
+fn broadcast_backend() -> Option<&'static KernelBroadcast> {
+    state().broadcast.as_ref().or_else(lend::lent_backend)
 }
 
 /// Sets this CPU's TLB control bits as chosen and brings its TLB state in
@@ -407,11 +375,7 @@ impl TlbHardware for KernelTlb {
     }
 
     fn broadcast(&self) -> Option<&KernelBroadcast> {
-        state().broadcast.as_ref().or_else(|| {
-            SOFTWARE_BROADCAST_LENT
-                .load(Ordering::Acquire)
-                .then_some(&SOFTWARE_BROADCAST)
-        })
+        broadcast_backend()
     }
 
     fn without_interrupts(&self, f: &mut dyn FnMut()) {
@@ -420,33 +384,7 @@ impl TlbHardware for KernelTlb {
 
     fn trace(&self, event: &TraceEvent) {
         if state().trace {
-            let range = match event.range {
-                Some((start, end)) => alloc::format!("{start:#x}..{end:#x}"),
-                None => String::from("all"),
-            };
-            let ctx = event
-                .ctx_id
-                .map_or(String::from("kernel"), |id| alloc::format!("{id}"));
-            hal::println!(
-                "tlb-trace: cpu={} ctx={ctx} range={range} targets={:?} reason={:?}",
-                event.initiator,
-                event.targets,
-                event.reason
-            );
-            // What the decision cost, if it sent IPIs: each shootdown's
-            // steps under it (`tlb::breakdown` has their medians).
-            if let Some(cost) = breakdown::take_for_trace(event.initiator) {
-                hal::println!("{cost}");
-            }
-            // Its INVLPGBs and TLBSYNC, if it broadcast in mode invlpgb. A
-            // decision that targets CPUs (the IPIs an ASID transition sends
-            // between a broadcast's INVLPGBs and its TLBSYNC) leaves them
-            // for the broadcast's own line, which follows.
-            if event.targets.is_empty()
-                && let Some(instructions) = invlpgb_log::take_for_trace(event.initiator)
-            {
-                hal::println!("{instructions}");
-            }
+            trace::print_decision(event);
         }
     }
 }
