@@ -187,7 +187,10 @@ fn print_summary(costs: &[PhaseCost]) {
             median
         );
     }
-    if costs.iter().any(|cost| cost.mode == TlbMode::BroadcastSoftware) {
+    if costs
+        .iter()
+        .any(|cost| cost.mode == TlbMode::BroadcastSoftware)
+    {
         println!(
             "demo:   (broadcast-sw carries each broadcast by a cross-call to every CPU: no targeted \
              IPI, but every CPU is interrupted; INVLPGB would interrupt none)"

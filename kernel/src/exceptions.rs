@@ -19,7 +19,6 @@ const PAGE_FAULT: u64 = 14;
 /// The end of the lower (user) half of the address space.
 const LOWER_HALF_END: u64 = 0x0000_8000_0000_0000;
 
-
 /// The architectural names of vectors 0-31 (AMD APM vol. 2, table 8-1).
 const NAMES: [&str; 32] = [
     "divide error (#DE)",
@@ -72,7 +71,10 @@ pub fn handle(frame: &mut TrapFrame) {
     if frame.vector == GENERAL_PROTECTION
         && let Some(why) = crate::tlb::broadcast::explain_invlpgb_fault(frame)
     {
-        crate::fatal::stop(format_args!("{name} at rip {:#x}: {why}", frame.rip), Some(frame));
+        crate::fatal::stop(
+            format_args!("{name} at rip {:#x}: {why}", frame.rip),
+            Some(frame),
+        );
     }
     if frame.vector == PAGE_FAULT {
         let address = cpu::page_fault_address();
@@ -156,17 +158,15 @@ fn privilege(error_code: PageFaultErrorCode) -> &'static str {
 /// (an instruction fetch) or SMAP (a read or write).
 fn page_fault_cause(error_code: PageFaultErrorCode, address: u64) -> &'static str {
     let present = error_code.contains(PageFaultErrorCode::PROTECTION_VIOLATION);
-    let kernel_touched_user_page = present
-        && !error_code.contains(PageFaultErrorCode::USER_MODE)
-        && address < LOWER_HALF_END;
+    let kernel_touched_user_page =
+        present && !error_code.contains(PageFaultErrorCode::USER_MODE) && address < LOWER_HALF_END;
     if error_code.contains(PageFaultErrorCode::MALFORMED_TABLE) {
         "reserved bit set in a page-table entry"
     } else if error_code.contains(PageFaultErrorCode::PROTECTION_KEY) {
         "protection-key violation"
     } else if !present {
         "page not present"
-    } else if kernel_touched_user_page
-        && error_code.contains(PageFaultErrorCode::INSTRUCTION_FETCH)
+    } else if kernel_touched_user_page && error_code.contains(PageFaultErrorCode::INSTRUCTION_FETCH)
     {
         "SMEP: the kernel may not execute user pages"
     } else if kernel_touched_user_page {

@@ -276,13 +276,24 @@ impl Profiler {
             symbols
                 .as_ref()
                 .and_then(|symbols| symbols.lookup(address))
-                .map_or_else(|| String::from(profile::UNKNOWN), |symbol| symbol.function())
+                .map_or_else(
+                    || String::from(profile::UNKNOWN),
+                    |symbol| symbol.function(),
+                )
         };
         let mut samples: Vec<(String, u64, u64)> = Vec::new();
         for cpu in &self.cpus {
             let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-            samples.push((String::from(profile::USER), read(&cpu.user), read(&cpu.user_held)));
-            samples.push((String::from(profile::IDLE), read(&cpu.idle), read(&cpu.idle_held)));
+            samples.push((
+                String::from(profile::USER),
+                read(&cpu.user),
+                read(&cpu.user_held),
+            ));
+            samples.push((
+                String::from(profile::IDLE),
+                read(&cpu.idle),
+                read(&cpu.idle_held),
+            ));
             for slot in cpu.slots.iter() {
                 let address = slot.address.load(Ordering::Relaxed);
                 if address != 0 {

@@ -11,8 +11,6 @@ use core::time::Duration;
 use hal::{apic::ApicMode, ipi, percpu::PerCpu};
 use mm::{CpuId, CpuSet};
 
-
-
 pub use hal::ipi::{CallSteps, Unanswered};
 
 /// What bring-up achieved, for the banner and the tests.

@@ -24,7 +24,6 @@
 //! CR3 loads. QEMU's TCG has no PCID, so there every CR3 load flushes and
 //! `mm` tracks its ASIDs in software only; the decisions are the same.
 
-
 pub mod breakdown;
 pub mod broadcast;
 pub mod invlpgb_log;
@@ -34,23 +33,22 @@ mod trace;
 
 use alloc::{string::String, vec::Vec};
 use mm::{
-    AddressSpaceTlb, CpuId, CpuSet, CpuTlbState, FlushBatch, FlushRange, FlushRequest, TlbConfig,
-    TlbHardware, TlbSystem, TraceEvent,
-    Instruction, Pcid, instructions::LocalTlb,
+    AddressSpaceTlb, CpuId, CpuSet, CpuTlbState, FlushBatch, FlushRange, FlushRequest, Instruction,
+    Pcid, TlbConfig, TlbHardware, TlbSystem, TraceEvent, instructions::LocalTlb,
     invlpgb::InvlpgbLimits,
 };
 use spin::Once;
 use x86_64::PhysAddr;
 
-pub use broadcast::KernelBroadcast;
-pub use lend::{LendError, lend_software_broadcast, return_software_broadcast};
 use crate::{
     cpu_features::CpuFeatures,
     smp,
     tlb_mode::{Bug, Choice, ModeUnavailable, TlbHardwareChoice, TlbMode, TlbOptions, choose},
 };
+pub use broadcast::KernelBroadcast;
 use hal::time;
 use hal::{cpu::without_interrupts, percpu};
+pub use lend::{LendError, lend_software_broadcast, return_software_broadcast};
 
 struct State {
     system: TlbSystem<'static>,

@@ -66,5 +66,7 @@ pub fn free(frame: Frame) {
 
 /// How many frames wait in the queue (they count as in use).
 pub fn held() -> usize {
-    QUARANTINE.get().map_or(0, |queue| queue.lock().frames.len())
+    QUARANTINE
+        .get()
+        .map_or(0, |queue| queue.lock().frames.len())
 }

@@ -33,11 +33,13 @@ pub fn handle(frame: &mut TrapFrame, name: &str) {
         };
         let resolved = if address >= abi::USER_END {
             // The kernel half: mapped only without the USER bit, if at all.
-            Err(if error.contains(PageFaultErrorCode::PROTECTION_VIOLATION) {
-                "kernel memory: present, but supervisor-only"
-            } else {
-                "kernel memory: not mapped"
-            })
+            Err(
+                if error.contains(PageFaultErrorCode::PROTECTION_VIOLATION) {
+                    "kernel memory: present, but supervisor-only"
+                } else {
+                    "kernel memory: not mapped"
+                },
+            )
         } else {
             // The address-space lock may be held by a CPU waiting for a TLB
             // shootdown that this CPU must answer: take it with interrupts on.

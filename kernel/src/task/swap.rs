@@ -79,7 +79,11 @@ pub fn take(slot: u64) -> Box<[u8]> {
 /// copy).
 pub fn read(slot: u64, read: impl FnOnce(&[u8])) {
     let area = SWAP.lock();
-    read(area.slots[slot as usize].as_deref().expect("swap slot in use"));
+    read(
+        area.slots[slot as usize]
+            .as_deref()
+            .expect("swap slot in use"),
+    );
 }
 
 /// Frees `slot` without reading it (the page was unmapped).

@@ -130,7 +130,10 @@ pub fn take_for_trace(cpu: usize) -> Option<String> {
     }
     Some(alloc::format!(
         "tlb-trace:   the IPI round took send_ns={} delivery_ns={} handler_ns={} acknowledge_ns={}",
-        values[0], values[1], values[2], values[3]
+        values[0],
+        values[1],
+        values[2],
+        values[3]
     ))
 }
 

@@ -84,7 +84,8 @@ impl Invlpgb {
         };
         invlpgb::sequence(&op, limits, |mut operands| {
             let user_range = tlb_types::invlpgb::FLAG_VA | tlb_types::invlpgb::FLAG_PCID;
-            if self.bug == Some(InvlpgbBug::WrongStride) && operands.rax & user_range == user_range {
+            if self.bug == Some(InvlpgbBug::WrongStride) && operands.rax & user_range == user_range
+            {
                 operands.ecx |= 1 << 31;
             }
             issue(&operands, self.trace);

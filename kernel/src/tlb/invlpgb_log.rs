@@ -72,7 +72,9 @@ pub fn synced(waited_ns: Option<u64>) {
     let cpu = percpu::current().index;
     TLBSYNCS[cpu].fetch_add(1, Ordering::Relaxed);
     if let Some(waited_ns) = waited_ns {
-        FOR_TRACE[cpu].sync_ns.store(waited_ns + 1, Ordering::Relaxed);
+        FOR_TRACE[cpu]
+            .sync_ns
+            .store(waited_ns + 1, Ordering::Relaxed);
     }
 }
 

@@ -340,7 +340,13 @@ impl AddressSpace {
     /// `fixed`, exactly at `addr`, replacing whatever was mapped there (as
     /// one step: another thread sees the old page or the new one, never a
     /// hole); otherwise wherever there is room.
-    pub fn map_anonymous(&self, addr: u64, len: u64, prot: Prot, fixed: bool) -> Result<u64, Errno> {
+    pub fn map_anonymous(
+        &self,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        fixed: bool,
+    ) -> Result<u64, Errno> {
         self.map_new_region(addr, len, prot, fixed, false)
     }
 
