@@ -28,7 +28,7 @@ use x86_64::{PhysAddr, structures::paging::PageTableFlags};
 
 use abi::Errno;
 
-use super::{AddressSpace, Memory, entry_flags, swap};
+use super::{AddressSpace, Memory, region::entry_flags, swap};
 use crate::{memory::shared_frames, tlb};
 
 impl AddressSpace {

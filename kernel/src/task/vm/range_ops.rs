@@ -1,0 +1,167 @@
+//! The system calls that change a range of an address space: `mmap`,
+//! `munmap`, `mprotect` and `madvise(DONTNEED)` (and `madvise(PAGEOUT)`,
+//! in `page_out.rs`).
+//!
+//! Each is the same sequence, with the steps it needs:
+//!
+//! 1. check the range and take the address-space lock
+//!    ([`AddressSpace::lock_range`], which also refuses holes where the call
+//!    wants the range mapped throughout);
+//! 2. split the regions at both ends, after checking that the region table
+//!    has room for the result, so that a refused call changes nothing
+//!    ([`Memory::cut_out`]), and remove or change the regions inside;
+//! 3. take the page-table entries out ([`Memory::unmap_pages`]);
+//! 4. flush, then free ([`AddressSpace::flush_then_free`]): the order the
+//!    module docs of `vm` explain.
+
+use alloc::vec::Vec;
+
+use abi::{Errno, PAGE_SIZE, Prot};
+use hal::page_table::Leaf;
+use x86_64::structures::paging::PageTableFlags;
+
+use super::{
+    AddressSpace, Frames, Memory, SharedMemory,
+    region::{Region, SharedPages, entry_flags},
+    regions::{Holes, Inside, MAX_REGION},
+    swap,
+};
+use crate::memory::shared_frames;
+
+impl Memory {
+    /// Removes the page-table entries of `[start, end)`: swap slots are freed
+    /// at once, frames are returned for release after the TLB flush.
+    pub(super) fn unmap_pages(&mut self, start: u64, end: u64) -> Frames {
+        let mut frames = Frames::new();
+        for va in self.table.used_pages(start, end) {
+            match self.table.take(va) {
+                Leaf::Present { frame, .. } => frames.push(frame),
+                Leaf::Swapped { slot } => swap::discard(slot),
+                Leaf::Empty => {}
+            }
+        }
+        frames
+    }
+
+    /// The entry flags for a page at `va` with `prot`: those of `prot`,
+    /// except that a private page whose frame is still shared stays
+    /// read-only, so that its first write copies it.
+    pub(super) fn page_flags(&self, va: u64, prot: Prot, private: bool) -> PageTableFlags {
+        let flags = entry_flags(prot);
+        match self.table.leaf(va) {
+            Leaf::Present { frame, .. } if private && shared_frames::is_shared(frame) => {
+                flags - PageTableFlags::WRITABLE
+            }
+            _ => flags,
+        }
+    }
+}
+
+impl AddressSpace {
+    /// `mmap(MAP_PRIVATE)`: a new anonymous region of `len` bytes with
+    /// `prot`, private to this process (copy-on-write across `fork`). With
+    /// `fixed`, exactly at `addr`, replacing whatever was mapped there (as
+    /// one step: another thread sees the old page or the new one, never a
+    /// hole); otherwise wherever there is room.
+    pub fn map_anonymous(
+        &self,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        fixed: bool,
+    ) -> Result<u64, Errno> {
+        self.map_new_region(addr, len, prot, fixed, false)
+    }
+
+    /// `mmap(MAP_SHARED)`: as [`Self::map_anonymous`], but the region's
+    /// pages are shared with the children `fork` makes from now on.
+    pub fn map_shared_anonymous(
+        &self,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        fixed: bool,
+    ) -> Result<u64, Errno> {
+        self.map_new_region(addr, len, prot, fixed, true)
+    }
+
+    fn map_new_region(
+        &self,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        fixed: bool,
+        shared: bool,
+    ) -> Result<u64, Errno> {
+        let region = |end| Region {
+            end,
+            prot,
+            shared: shared.then(|| SharedPages {
+                memory: SharedMemory::new(),
+                first_page: 0,
+            }),
+        };
+        let rounded = len
+            .checked_next_multiple_of(PAGE_SIZE)
+            .ok_or(Errno::Inval)?;
+        if !fixed {
+            if rounded == 0 || rounded > MAX_REGION {
+                return Err(Errno::Inval);
+            }
+            let mut memory = self.memory.lock();
+            memory.room_for_regions(memory.regions.len() + 1)?;
+            let start = memory.find_gap(rounded).ok_or(Errno::NoMem)?;
+            memory.regions.insert(start, region(start + rounded));
+            return Ok(start);
+        }
+        let (end, mut memory) = self.lock_range(addr, rounded, Holes::Allowed)?;
+        memory.cut_out(addr, end, Inside::Go, 1)?;
+        let replaced = memory.unmap_pages(addr, end);
+        memory.regions.insert(addr, region(end));
+        if !replaced.is_empty() {
+            self.flush_then_free(addr, end, replaced, Vec::new());
+        }
+        Ok(addr)
+    }
+
+    /// `munmap`: removes every mapping in the range (holes are fine) and the
+    /// page-table pages that no longer map anything.
+    pub fn unmap(&self, start: u64, len: u64) -> Result<(), Errno> {
+        let (end, mut memory) = self.lock_range(start, len, Holes::Allowed)?;
+        memory.cut_out(start, end, Inside::Go, 0)?;
+        let pages = memory.unmap_pages(start, end);
+        // Page-table pages left empty go too; lazy CPUs must then be flushed
+        // as well, since they may still walk the freed tables.
+        let tables = memory.table.prune(start, end);
+        self.flush_then_free(start, end, pages, tables);
+        Ok(())
+    }
+
+    /// `mprotect`: changes the protection of every page in the range, which
+    /// must be mapped without holes.
+    pub fn protect(&self, start: u64, len: u64, new_prot: Prot) -> Result<(), Errno> {
+        let (end, mut memory) = self.lock_range(start, len, Holes::Refused)?;
+        for region_start in memory.cut_out(start, end, Inside::Stay, 0)? {
+            let Some(region) = memory.regions.get_mut(&region_start) else {
+                continue;
+            };
+            region.prot = new_prot;
+            let (region_end, private) = (region.end, region.shared.is_none());
+            for va in memory.table.used_pages(region_start, region_end) {
+                let flags = memory.page_flags(va, new_prot, private);
+                memory.table.protect(va, flags);
+            }
+        }
+        self.flush_then_free(start, end, Frames::new(), Vec::new());
+        Ok(())
+    }
+
+    /// `madvise(DONTNEED)`: drops the pages; the regions stay and the next
+    /// touch sees zeroes.
+    pub fn discard(&self, start: u64, len: u64) -> Result<(), Errno> {
+        let (end, mut memory) = self.lock_range(start, len, Holes::Refused)?;
+        let pages = memory.unmap_pages(start, end);
+        self.flush_then_free(start, end, pages, Vec::new());
+        Ok(())
+    }
+}

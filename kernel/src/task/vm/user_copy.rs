@@ -1,0 +1,122 @@
+//! The kernel's reads and writes of user memory (system-call buffers), and
+//! the program loader's regions, filled through the same path.
+
+use alloc::vec::Vec;
+
+use abi::{Errno, PAGE_SIZE, Prot, USER_END};
+use hal::{frames::Frame, page_table::OutOfFrames, phys};
+
+use super::{
+    Access, AddressSpace,
+    region::{Region, entry_flags, permits},
+    regions::user_range,
+};
+use crate::{memory::heap, tlb};
+
+impl AddressSpace {
+    /// Visits each page of `[va, va+len)` with the frame backing it (faulting
+    /// it in if needed), checking the access against the regions.
+    fn for_each_page(
+        &self,
+        va: u64,
+        len: usize,
+        access: Access,
+        mut visit: impl FnMut(Frame, usize, core::ops::Range<usize>),
+    ) -> Result<(), Errno> {
+        let end = va
+            .checked_add(len as u64)
+            .filter(|&end| end <= USER_END)
+            .ok_or(Errno::Fault)?;
+        let mut memory = self.memory.lock();
+        let mut cursor = va;
+        while cursor < end {
+            let page = cursor & !(PAGE_SIZE - 1);
+            let found = memory.region_at(page).ok_or(Errno::Fault)?;
+            if !permits(found.1.prot, access) {
+                return Err(Errno::Fault);
+            }
+            let frame = self
+                .resolve(&mut memory, page, found, access)
+                .map_err(|OutOfFrames| Errno::NoMem)?;
+            let chunk_end = end.min(page + PAGE_SIZE);
+            let done = (cursor - va) as usize;
+            visit(
+                frame,
+                (cursor - page) as usize,
+                done..done + (chunk_end - cursor) as usize,
+            );
+            cursor = chunk_end;
+        }
+        Ok(())
+    }
+
+    /// Copies `len` bytes of user memory at `va` into the kernel (a buffer
+    /// from the programs' heap budget).
+    pub fn copy_in(&self, va: u64, len: usize) -> Result<Vec<u8>, Errno> {
+        let mut buffer = heap::try_zeroed_vec::<u8>(len)?;
+        self.for_each_page(
+            va,
+            len,
+            Access {
+                write: false,
+                execute: false,
+            },
+            |frame, offset, range| {
+                phys::read_frame(frame, offset, &mut buffer[range]);
+            },
+        )?;
+        Ok(buffer)
+    }
+
+    /// Copies `data` into user memory at `va`.
+    pub fn copy_out(&self, va: u64, data: &[u8]) -> Result<(), Errno> {
+        self.for_each_page(
+            va,
+            data.len(),
+            Access {
+                write: true,
+                execute: false,
+            },
+            |frame, offset, range| {
+                phys::write_frame(frame, offset, &data[range]);
+            },
+        )
+    }
+
+    /// Creates a region at a fixed, free address and fills it with
+    /// `contents` (zero beyond), for the program loader. The pages are mapped writable
+    /// while loading and get `prot` at the end.
+    pub fn load_region(
+        &self,
+        start: u64,
+        len: u64,
+        prot: Prot,
+        contents: &[u8],
+    ) -> Result<(), Errno> {
+        let end = user_range(start, len)?;
+        {
+            let mut memory = self.memory.lock();
+            if memory.overlaps(start, end) {
+                return Err(Errno::Inval);
+            }
+            memory.room_for_regions(memory.regions.len() + 1)?;
+            memory
+                .regions
+                .insert(start, Region::private(end, Prot::READ | Prot::WRITE));
+        }
+        self.copy_out(start, contents)?;
+        let mut memory = self.memory.lock();
+        if let Some(region) = memory.regions.get_mut(&start) {
+            region.prot = prot;
+        }
+        for va in memory.table.used_pages(start, end) {
+            memory.table.protect(va, entry_flags(prot));
+        }
+        // `copy_out` wrote through the physical window, so no CPU can have
+        // cached these pages with the loading permissions yet; the flush
+        // only keeps the generation bookkeeping exact and sends no IPI.
+        drop(memory);
+        tlb::flush_range(&self.tlb, start, end, false);
+        Ok(())
+    }
+}
