@@ -78,7 +78,8 @@
 //! | `instructions.rs` | [`instructions::select`]: which instruction carries out a local flush on this CPU's state |
 //! | `system.rs` | [`TlbSystem`], [`TlbConfig`] |
 //! | `switch.rs` | [`TlbSystem::switch_mm`], ASID choice, [`TlbSystem::enter_lazy`] |
-//! | `flush.rs` | [`TlbSystem::flush_tlb_mm_range`], [`TlbSystem::should_flush`], [`TlbSystem::handle_flush_ipi`], [`TlbSystem::flush_kernel_range`] |
+//! | `flush.rs` | [`TlbSystem::flush_tlb_mm_range`], [`TlbSystem::should_flush`], [`TlbSystem::flush_kernel_range`] |
+//! | `flush_handler.rs` | [`TlbSystem::handle_flush_ipi`]: the per-CPU handler's steps and the `local + 1` rule |
 //! | `global_asid.rs` | promotion ([`TlbSystem::use_global_asid`]), ASID transition, broadcast flushes, [`TlbSystem::handle_broadcast_ipi`] |
 //! | `batch.rs` | [`FlushBatch`]: deferred reclaim flushes |
 //! | `invlpgb.rs` | [`invlpgb`]: INVLPGB operand encoding and range chunking |
@@ -197,6 +198,7 @@ mod counters;
 mod cpu_set;
 mod faults;
 mod flush;
+mod flush_handler;
 mod global_asid;
 mod hardware;
 pub mod instructions;

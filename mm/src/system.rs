@@ -4,7 +4,7 @@
 //! It ties together the per-CPU states (a slice the kernel allocates, one entry per possible
 //! CPU), the kernel's own address space, the source of unique context ids, and the global
 //! ASID allocator. Its methods are spread over one file per concept: `switch.rs`
-//! (context switch and lazy TLB), `flush.rs` (flush requests and handlers),
+//! (context switch and lazy TLB), `flush.rs` (flush requests), `flush_handler.rs` (the handler),
 //! `global_asid.rs` (promotion, transition, broadcast), `batch.rs` (deferred reclaim).
 
 use crate::asid::{Asid, MAX_ASID_AVAILABLE};
