@@ -156,14 +156,7 @@ pub fn call_on_within(
     let remote = targets.intersection(&smp::online()).without(me.index);
     let run_here = targets.contains(me.index);
     if remote.is_empty() {
-        let started = time::ticks();
-        if run_here {
-            without_interrupts(work);
-        }
-        return Ok(CallSteps {
-            own_work_ns: time::ticks_to_ns(time::ticks().saturating_sub(started)),
-            ..CallSteps::default()
-        });
+        return Ok(run_only_here(work, run_here));
     }
 
     let send_started = time::ticks();
@@ -177,12 +170,57 @@ pub fn call_on_within(
     for cpu in &remote {
         call.pending.insert(cpu, Ordering::Relaxed);
     }
-    // The extended reference is only stored in inboxes, and this
-    // function does not return until no inbox holds it and no CPU runs it.
-    // SAFETY: `call_on` outlives every use of the extended reference.
+    // The extended reference is only stored in inboxes, and this function
+    // does not return before `wait_for_answers` has seen every target
+    // either finish the call or have it retracted from its inbox: then no
+    // inbox holds it and no CPU runs it.
+    // SAFETY: `call` outlives every use of the extended reference.
     let queued: QueuedCall = unsafe { core::mem::transmute::<&CrossCall<'_>, QueuedCall>(&call) };
+    post(queued, &remote);
+    let sent = time::ticks();
+    if run_here {
+        without_interrupts(work);
+    }
+    let own_work_done = time::ticks();
+
+    let unanswered = wait_for_answers(&call, queued, timeout);
+    if !unanswered.is_empty() {
+        ask_where_stuck(&unanswered);
+        return Err(Unanswered { cpus: unanswered });
+    }
+    let seen = time::ticks();
+    let ns = |from: u64, to: u64| time::ticks_to_ns(to.saturating_sub(from));
+    Ok(CallSteps {
+        send_ns: ns(send_started, sent),
+        delivery_ns: ns(sent, call.last_started.load(Ordering::Relaxed)),
+        handler_ns: time::ticks_to_ns(call.longest_work.load(Ordering::Relaxed)),
+        acknowledge_ns: ns(call.last_finished.load(Ordering::Relaxed), seen),
+        own_work_ns: ns(sent, own_work_done),
+        targets: remote.count() as u32,
+    })
+}
+
+/// A call with no remote target: `work` runs here, if this CPU is a target,
+/// and nothing is sent.
+fn run_only_here(work: &(dyn Fn() + Sync), run_here: bool) -> CallSteps {
+    let started = time::ticks();
+    if run_here {
+        without_interrupts(work);
+    }
+    CallSteps {
+        own_work_ns: time::ticks_to_ns(time::ticks().saturating_sub(started)),
+        ..CallSteps::default()
+    }
+}
+
+/// Queues `queued` in the inbox of every CPU in `remote` and sends each an
+/// IPI. (Inlined: it is the hot path of every shootdown, and the profiler
+/// should show it as the caller's.)
+#[inline(always)]
+fn post(queued: QueuedCall, remote: &CpuSet) {
+    let me = percpu::current();
     let apic = LocalApic::get().expect("the local APIC is set up before cross-calls");
-    for cpu in &remote {
+    for cpu in remote {
         let target = smp::cpu(cpu).expect("online CPUs are registered");
         // The inbox push happens-before the IPI; the handler pops under the
         // same lock, so it sees the request.
@@ -190,12 +228,14 @@ pub fn call_on_within(
         apic.send(target.apic_id, IpiKind::Fixed(vectors::CROSS_CALL));
         me.count_ipi_sent();
     }
-    let sent = time::ticks();
-    if run_here {
-        without_interrupts(work);
-    }
-    let own_work_done = time::ticks();
+}
 
+/// Spins until every target of `call` has finished it, serving this CPU's
+/// own inbox meanwhile (two callers may be waiting for each other). After
+/// `timeout`, the targets that have not started are retracted: they are
+/// returned, and will never run it. (Inlined, as [`post`].)
+#[inline(always)]
+fn wait_for_answers(call: &CrossCall<'_>, queued: QueuedCall, timeout: Duration) -> CpuSet {
     let deadline = Deadline::after(timeout);
     let mut unanswered = CpuSet::new();
     // Acquire pairs with the targets' Release removal: once a target is gone
@@ -203,27 +243,11 @@ pub fn call_on_within(
     while !call.pending.is_empty(Ordering::Acquire) {
         serve_inbox();
         if deadline.has_passed() {
-            retract(&call, queued, &mut unanswered);
+            retract(call, queued, &mut unanswered);
         }
         core::hint::spin_loop();
     }
-    if unanswered.is_empty() {
-        let seen = time::ticks();
-        let started = call.last_started.load(Ordering::Relaxed);
-        let finished = call.last_finished.load(Ordering::Relaxed);
-        let ns = |from: u64, to: u64| time::ticks_to_ns(to.saturating_sub(from));
-        Ok(CallSteps {
-            send_ns: ns(send_started, sent),
-            delivery_ns: ns(sent, started),
-            handler_ns: time::ticks_to_ns(call.longest_work.load(Ordering::Relaxed)),
-            acknowledge_ns: ns(finished, seen),
-            own_work_ns: ns(sent, own_work_done),
-            targets: remote.count() as u32,
-        })
-    } else {
-        ask_where_stuck(&unanswered);
-        Err(Unanswered { cpus: unanswered })
-    }
+    unanswered
 }
 
 /// Sends each CPU in `cpus` an NMI asking it to print where it is, and

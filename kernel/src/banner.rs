@@ -21,6 +21,8 @@ fn protection_line(name: &str, present: bool, on: bool, access: &str) {
     }
 }
 
+/// Prints the banner: the kernel, the CPU and its TLB features, memory,
+/// CPUs and the TLB mode chosen, the clocks, symbols and programs.
 pub fn print(cpu: &CpuFeatures, memory: &MemorySummary, smp: &SmpSummary, symbols: Option<usize>) {
     println!("==============================================================");
     println!(
@@ -36,6 +38,26 @@ pub fn print(cpu: &CpuFeatures, memory: &MemorySummary, smp: &SmpSummary, symbol
         cpu.stepping,
         cpu.brand_str()
     );
+    print_tlb_features(cpu);
+    print_memory(memory);
+    print_cpus(smp);
+    match symbols {
+        Some(count) => println!("symbols: {count} in the kernel's symbol table, for backtraces"),
+        None => println!("symbols: none found; backtraces show bare addresses"),
+    }
+    if let Some(initrd) = crate::initrd::get() {
+        let names: alloc::vec::Vec<&str> = initrd.names().collect();
+        println!(
+            "programs: {} in the ramdisk: {}",
+            names.len(),
+            names.join(" ")
+        );
+    }
+}
+
+/// The `tlb features:` block: what the CPU offers for TLB management and
+/// user-page protection.
+fn print_tlb_features(cpu: &CpuFeatures) {
     let invlpgb = match cpu.invlpgb {
         Some(max) if cpu.invlpgb_usable() => {
             alloc::format!("yes, up to {} pages per instruction", u32::from(max) + 1)
@@ -69,6 +91,10 @@ pub fn print(cpu: &CpuFeatures, memory: &MemorySummary, smp: &SmpSummary, symbol
         protection::smap_enabled(),
         "read or write",
     );
+}
+
+/// The `memory:` lines: what the firmware reported and what the kernel kept.
+fn print_memory(memory: &MemorySummary) {
     println!(
         "memory: {} MiB usable in {} of {} regions, RAM ends at {:#x}, bootloader uses {} KiB",
         memory.usable_bytes / MIB,
@@ -83,6 +109,11 @@ pub fn print(cpu: &CpuFeatures, memory: &MemorySummary, smp: &SmpSummary, symbol
         memory.free_frames_after_init,
         memory.free_frames_after_init as u64 * 4096 / MIB
     );
+}
+
+/// The `cpus:`, `tlb:` and `clock:` lines: what came up, the TLB mode and
+/// why, and the clocks.
+fn print_cpus(smp: &SmpSummary) {
     let apic = match smp.apic_mode {
         ApicMode::XApic { .. } => "xAPIC (MMIO, uncached)",
         ApicMode::X2Apic => "x2APIC (MSRs)",
@@ -104,16 +135,4 @@ pub fn print(cpu: &CpuFeatures, memory: &MemorySummary, smp: &SmpSummary, symbol
             ", sampling profiler at {hz} Hz per CPU"
         ))
     );
-    match symbols {
-        Some(count) => println!("symbols: {count} in the kernel's symbol table, for backtraces"),
-        None => println!("symbols: none found; backtraces show bare addresses"),
-    }
-    if let Some(initrd) = crate::initrd::get() {
-        let names: alloc::vec::Vec<&str> = initrd.names().collect();
-        println!(
-            "programs: {} in the ramdisk: {}",
-            names.len(),
-            names.join(" ")
-        );
-    }
 }

@@ -16,7 +16,7 @@ use core::{
 use abi::{Errno, MapFlags, Prot, Syscall};
 use mm::MAX_CPUS;
 
-use super::{loader, process::Process, sched, thread::Thread};
+use super::{loader, process::Process, sched, thread::Thread, vm::AddressSpace};
 use crate::smp;
 use hal::{context::ThreadStart, percpu, time, trap::TrapFrame};
 
@@ -139,6 +139,8 @@ pub fn dispatch(frame: &mut TrapFrame) {
     super::before_return_to_user();
 }
 
+/// Runs every call but the three `dispatch` handles itself, one function
+/// each (the simplest inline).
 fn handle(
     call: Syscall,
     [a0, a1, a2, a3, _, _]: [u64; 6],
@@ -147,79 +149,21 @@ fn handle(
 ) -> SyscallResult {
     let space = &process.space;
     match call {
-        Syscall::Write => {
-            // Like Linux, a long write is a short write.
-            let len = a1.min(MAX_WRITE);
-            let bytes = space.copy_in(a0, len as usize)?;
-            hal::print!("{}", Lossy(&bytes));
-            Ok(len)
-        }
-        Syscall::ThreadSpawn => {
-            let (entry, stack_top) = (a0, a1);
-            if entry >= abi::USER_END || !(abi::PAGE_SIZE..=abi::USER_END).contains(&stack_top) {
-                return Err(Errno::Fault);
-            }
-            if stack_top % 16 != 0 {
-                return Err(Errno::Inval);
-            }
-            // As if `entry` had been called: the return-address slot below
-            // a 16-byte aligned top.
-            let start = ThreadStart::User {
-                entry,
-                stack: stack_top - 8,
-                rdi: a2,
-                rsi: 0,
-            };
-            let thread = process.start_thread(start, abi::ANY_CPU)?;
-            Ok(thread.tid)
-        }
-        Syscall::ThreadJoin => {
-            if a0 == me.tid {
-                return Err(Errno::Inval);
-            }
-            let thread = process.thread(a0).ok_or(Errno::Srch)?;
-            let value = sched::join(&thread).ok_or(Errno::Srch)?;
-            process.forget_thread(a0);
-            Ok(value as u64)
-        }
+        Syscall::Write => write(space, a0, a1),
+        Syscall::ThreadSpawn => thread_spawn(process, a0, a1, a2),
+        Syscall::ThreadJoin => thread_join(me, process, a0),
         Syscall::Yield => {
             sched::yield_now();
             Ok(0)
         }
-        Syscall::SetAffinity => {
-            if a0 != abi::ANY_CPU && !smp::is_online(a0) {
-                return Err(Errno::Inval);
-            }
-            me.set_affinity(a0);
-            if a0 != abi::ANY_CPU && a0 != percpu::current().index as u64 {
-                // The scheduler queues us on the new CPU; we continue there.
-                sched::yield_now();
-            }
-            Ok(0)
-        }
+        Syscall::SetAffinity => set_affinity(me, a0),
         Syscall::CpuId => Ok(percpu::current().index as u64),
         Syscall::Sleep => {
             sched::sleep(a0);
             Ok(0)
         }
         Syscall::Clock => Ok(time::now_ns()),
-        Syscall::Mmap => {
-            let (addr, len) = (a0, a1);
-            let flags = MapFlags::from_bits(a3).ok_or(Errno::Inval)?;
-            let sharing = flags & (MapFlags::SHARED | MapFlags::PRIVATE);
-            if !flags.contains(MapFlags::ANONYMOUS)
-                || (sharing != MapFlags::SHARED && sharing != MapFlags::PRIVATE)
-            {
-                return Err(Errno::Inval);
-            }
-            let protection = Prot::from_bits(a2).ok_or(Errno::Inval)?;
-            let fixed = flags.contains(MapFlags::FIXED);
-            if sharing == MapFlags::SHARED {
-                space.map_shared_anonymous(addr, len, protection, fixed)
-            } else {
-                space.map_anonymous(addr, len, protection, fixed)
-            }
-        }
+        Syscall::Mmap => mmap(space, a0, a1, a2, a3),
         Syscall::Munmap => space.unmap(a0, a1).map(|()| 0),
         Syscall::Mprotect => {
             let protection = Prot::from_bits(a2).ok_or(Errno::Inval)?;
@@ -230,36 +174,126 @@ fn handle(
             abi::advice::PAGEOUT => space.page_out(a0, a1).map(|()| 0),
             _ => Err(Errno::Inval),
         },
-        Syscall::Spawn => {
-            if a1 > MAX_NAME || a3 > MAX_ARGS {
-                return Err(Errno::Inval);
-            }
-            let name =
-                String::from_utf8(space.copy_in(a0, a1 as usize)?).map_err(|_| Errno::Inval)?;
-            let args =
-                String::from_utf8(space.copy_in(a2, a3 as usize)?).map_err(|_| Errno::Inval)?;
-            loader::spawn(&name, &args, Some(process.pid)).map(|child| child.pid)
-        }
-        Syscall::Wait => {
-            let child = Process::find(a0)
-                .filter(|child| child.parent == Some(process.pid))
-                .ok_or(Errno::Child)?;
-            let code = child.wait().ok_or(Errno::Srch)?;
-            Ok(code as u32 as u64)
-        }
-        Syscall::TlbStats => {
-            let totals = crate::tlb::system().total_counters();
-            let bytes: alloc::vec::Vec<u8> = totals
-                .fields()
-                .flat_map(|(_, value)| value.to_le_bytes())
-                .collect();
-            let len = (a1 as usize).min(bytes.len());
-            space.copy_out(a0, &bytes[..len])?;
-            Ok(len as u64)
-        }
+        Syscall::Spawn => spawn(process, a0, a1, a2, a3),
+        Syscall::Wait => wait(process, a0),
+        Syscall::TlbStats => tlb_stats(space, a0, a1),
         Syscall::GetPid => Ok(process.pid),
         Syscall::Exit | Syscall::ThreadExit | Syscall::Fork => {
             unreachable!("`dispatch` handles these itself")
         }
     }
+}
+
+/// `write(buffer, len)` to the console. Like Linux, a long write is a short
+/// write.
+fn write(space: &AddressSpace, buffer: u64, len: u64) -> SyscallResult {
+    let len = len.min(MAX_WRITE);
+    let bytes = space.copy_in(buffer, len as usize)?;
+    hal::print!("{}", Lossy(&bytes));
+    Ok(len)
+}
+
+/// `thread_spawn(entry, stack_top, arg)`: a new thread of `process` that
+/// starts at `entry` as if called with `arg`, on the stack below
+/// `stack_top` (16-byte aligned). Returns its id.
+fn thread_spawn(process: &Arc<Process>, entry: u64, stack_top: u64, arg: u64) -> SyscallResult {
+    if entry >= abi::USER_END || !(abi::PAGE_SIZE..=abi::USER_END).contains(&stack_top) {
+        return Err(Errno::Fault);
+    }
+    if stack_top % 16 != 0 {
+        return Err(Errno::Inval);
+    }
+    // As if `entry` had been called: the return-address slot below a
+    // 16-byte aligned top.
+    let start = ThreadStart::User {
+        entry,
+        stack: stack_top - 8,
+        rdi: arg,
+        rsi: 0,
+    };
+    let thread = process.start_thread(start, abi::ANY_CPU)?;
+    Ok(thread.tid)
+}
+
+/// `thread_join(tid)`: waits for another thread of the process to exit and
+/// returns its value.
+fn thread_join(me: &Thread, process: &Process, tid: u64) -> SyscallResult {
+    if tid == me.tid {
+        return Err(Errno::Inval);
+    }
+    let thread = process.thread(tid).ok_or(Errno::Srch)?;
+    let value = sched::join(&thread).ok_or(Errno::Srch)?;
+    process.forget_thread(tid);
+    Ok(value as u64)
+}
+
+/// `set_affinity(cpu)`: pins the calling thread to `cpu` (or unpins it with
+/// `ANY_CPU`), moving there at once.
+fn set_affinity(me: &Thread, cpu: u64) -> SyscallResult {
+    if cpu != abi::ANY_CPU && !smp::is_online(cpu) {
+        return Err(Errno::Inval);
+    }
+    me.set_affinity(cpu);
+    if cpu != abi::ANY_CPU && cpu != percpu::current().index as u64 {
+        // The scheduler queues us on the new CPU; we continue there.
+        sched::yield_now();
+    }
+    Ok(0)
+}
+
+/// `mmap(addr, len, prot, flags)`: anonymous memory, private or shared,
+/// anywhere or at `addr` (`MAP_FIXED`). Returns where.
+fn mmap(space: &AddressSpace, addr: u64, len: u64, prot: u64, flags: u64) -> SyscallResult {
+    let flags = MapFlags::from_bits(flags).ok_or(Errno::Inval)?;
+    let sharing = flags & (MapFlags::SHARED | MapFlags::PRIVATE);
+    if !flags.contains(MapFlags::ANONYMOUS)
+        || (sharing != MapFlags::SHARED && sharing != MapFlags::PRIVATE)
+    {
+        return Err(Errno::Inval);
+    }
+    let protection = Prot::from_bits(prot).ok_or(Errno::Inval)?;
+    let fixed = flags.contains(MapFlags::FIXED);
+    if sharing == MapFlags::SHARED {
+        space.map_shared_anonymous(addr, len, protection, fixed)
+    } else {
+        space.map_anonymous(addr, len, protection, fixed)
+    }
+}
+
+/// `spawn(name, name_len, args, args_len)`: a new process running the
+/// initrd's program `name` with the argument string `args`, a child of
+/// `process`. Returns its id.
+fn spawn(process: &Process, name: u64, name_len: u64, args: u64, args_len: u64) -> SyscallResult {
+    if name_len > MAX_NAME || args_len > MAX_ARGS {
+        return Err(Errno::Inval);
+    }
+    let space = &process.space;
+    let name =
+        String::from_utf8(space.copy_in(name, name_len as usize)?).map_err(|_| Errno::Inval)?;
+    let args =
+        String::from_utf8(space.copy_in(args, args_len as usize)?).map_err(|_| Errno::Inval)?;
+    loader::spawn(&name, &args, Some(process.pid)).map(|child| child.pid)
+}
+
+/// `wait(pid)`: waits for the child `pid` to exit and returns its status.
+fn wait(process: &Process, pid: u64) -> SyscallResult {
+    let child = Process::find(pid)
+        .filter(|child| child.parent == Some(process.pid))
+        .ok_or(Errno::Child)?;
+    let code = child.wait().ok_or(Errno::Srch)?;
+    Ok(code as u32 as u64)
+}
+
+/// `tlb_stats(buffer, len)`: the machine's TLB counters, summed, as
+/// little-endian `u64`s in `mm`'s field order (at most `len` bytes).
+/// Returns how many bytes were written.
+fn tlb_stats(space: &AddressSpace, buffer: u64, len: u64) -> SyscallResult {
+    let totals = crate::tlb::system().total_counters();
+    let bytes: alloc::vec::Vec<u8> = totals
+        .fields()
+        .flat_map(|(_, value)| value.to_le_bytes())
+        .collect();
+    let len = (len as usize).min(bytes.len());
+    space.copy_out(buffer, &bytes[..len])?;
+    Ok(len as u64)
 }
