@@ -120,43 +120,13 @@ pub fn parse_madt(table: &[u8]) -> Result<CpuTopology, AcpiError> {
             .get(offset..offset + length)
             .filter(|_| length >= 2)
             .ok_or(AcpiError::Malformed("MADT entry length out of bounds"))?;
-        let cpu = match entry_type {
-            0 => {
-                let id = u32::from(
-                    *entry
-                        .get(3)
-                        .ok_or(AcpiError::Malformed("short local APIC entry"))?,
-                );
-                let flags =
-                    u32_at(entry, 4).ok_or(AcpiError::Malformed("short local APIC entry"))?;
-                (id != INVALID_XAPIC_ID).then_some(MadtCpu {
-                    apic_id: id,
-                    enabled: flags & FLAG_ENABLED != 0,
-                })
-            }
-            5 => {
-                local_apic_address = u64_at(entry, 4)
-                    .ok_or(AcpiError::Malformed("short local APIC address override"))?;
-                None
-            }
-            9 => {
-                let id =
-                    u32_at(entry, 4).ok_or(AcpiError::Malformed("short local x2APIC entry"))?;
-                let flags =
-                    u32_at(entry, 8).ok_or(AcpiError::Malformed("short local x2APIC entry"))?;
-                Some(MadtCpu {
-                    apic_id: id,
-                    enabled: flags & FLAG_ENABLED != 0,
-                })
-            }
-            _ => None,
-        };
-        if let Some(cpu) = cpu {
-            if cpus.iter().any(|known| known.apic_id == cpu.apic_id) {
+        match parse_madt_entry(entry_type, entry)? {
+            MadtEntry::Cpu(cpu) if cpus.iter().any(|known| known.apic_id == cpu.apic_id) => {
                 duplicates += 1;
-            } else {
-                cpus.push(cpu);
             }
+            MadtEntry::Cpu(cpu) => cpus.push(cpu),
+            MadtEntry::LocalApicAddress(address) => local_apic_address = address,
+            MadtEntry::Other => {}
         }
         offset += length;
     }
@@ -164,6 +134,52 @@ pub fn parse_madt(table: &[u8]) -> Result<CpuTopology, AcpiError> {
         local_apic_address,
         cpus,
         duplicates,
+    })
+}
+
+/// What one MADT entry says, as far as this kernel cares.
+enum MadtEntry {
+    /// A CPU's local APIC or x2APIC (an entry with the invalid xAPIC id is
+    /// `Other`).
+    Cpu(MadtCpu),
+    /// The 64-bit local APIC address that overrides the header's.
+    LocalApicAddress(u64),
+    /// Anything else (I/O APICs, interrupt overrides, ...).
+    Other,
+}
+
+/// Reads the MADT entry `entry` (its type and length bytes included) of type
+/// `entry_type`.
+fn parse_madt_entry(entry_type: u8, entry: &[u8]) -> Result<MadtEntry, AcpiError> {
+    Ok(match entry_type {
+        0 => {
+            let id = u32::from(
+                *entry
+                    .get(3)
+                    .ok_or(AcpiError::Malformed("short local APIC entry"))?,
+            );
+            let flags = u32_at(entry, 4).ok_or(AcpiError::Malformed("short local APIC entry"))?;
+            if id == INVALID_XAPIC_ID {
+                MadtEntry::Other
+            } else {
+                MadtEntry::Cpu(MadtCpu {
+                    apic_id: id,
+                    enabled: flags & FLAG_ENABLED != 0,
+                })
+            }
+        }
+        5 => MadtEntry::LocalApicAddress(
+            u64_at(entry, 4).ok_or(AcpiError::Malformed("short local APIC address override"))?,
+        ),
+        9 => {
+            let id = u32_at(entry, 4).ok_or(AcpiError::Malformed("short local x2APIC entry"))?;
+            let flags = u32_at(entry, 8).ok_or(AcpiError::Malformed("short local x2APIC entry"))?;
+            MadtEntry::Cpu(MadtCpu {
+                apic_id: id,
+                enabled: flags & FLAG_ENABLED != 0,
+            })
+        }
+        _ => MadtEntry::Other,
     })
 }
 

@@ -95,14 +95,7 @@ pub fn kernel_main(boot_info: &'static mut BootInfo, tests: Option<&'static Test
         .unwrap_or_else(|error| fatal::reject(format_args!("kernel page tables: {error}")));
     let symbol_count = hal::kernel_image::file(boot_info)
         .and_then(|file| symbols::init(file, boot_info.kernel_image_offset));
-    hal::ramdisk::bytes(boot_info)
-        .map_err(|error| error.to_string())
-        .and_then(|bytes| {
-            initrd::init(bytes)
-                .map(|_| ())
-                .map_err(|error| alloc::format!("bad ramdisk archive: {error}"))
-        })
-        .unwrap_or_else(|error| fatal::reject(format_args!("ramdisk: {error}")));
+    load_ramdisk(boot_info);
     let options = read_command_line(hal::kernel_image::file(boot_info)).unwrap_or_else(|error| {
         fatal::reject(format_args!("rejected kernel command line: {error}"))
     });
@@ -118,7 +111,27 @@ pub fn kernel_main(boot_info: &'static mut BootInfo, tests: Option<&'static Test
     banner::print(&cpu, &memory, smp, symbol_count);
 
     profiler::start();
-    let outcome = match options.workload {
+    let outcome = run_workload(&options, tests);
+    print_run_totals();
+    exit_qemu(outcome)
+}
+
+/// Finds the ramdisk the bootloader loaded and reads its archive; a boot
+/// without one, or with a broken one, is refused with the reason.
+fn load_ramdisk(boot_info: &BootInfo) {
+    hal::ramdisk::bytes(boot_info)
+        .map_err(|error| error.to_string())
+        .and_then(|bytes| {
+            initrd::init(bytes)
+                .map(|_| ())
+                .map_err(|error| alloc::format!("bad ramdisk archive: {error}"))
+        })
+        .unwrap_or_else(|error| fatal::reject(format_args!("ramdisk: {error}")));
+}
+
+/// Runs what `run=` (or `exec=`) asked for and says how it ended.
+fn run_workload(options: &cmdline::Options, tests: Option<&'static TestImage>) -> QemuExitCode {
+    match options.workload {
         Workload::Demo => {
             if demo::run() {
                 QemuExitCode::Success
@@ -139,7 +152,12 @@ pub fn kernel_main(boot_info: &'static mut BootInfo, tests: Option<&'static Test
             Ok(false) => QemuExitCode::Failure,
             Err(unmatched) => fatal::reject(format_args!("{unmatched}")),
         },
-    };
+    }
+}
+
+/// The lines every run ends with: the profile (with `profile=`), the TLB
+/// counters, the shootdown latencies and their breakdown.
+fn print_run_totals() {
     if let Some(profile) = profiler::finish() {
         println!("{}", profile.table(PROFILE_TABLE_ROWS));
         println!("{}", profile.line(profile::LINE_ROWS));
@@ -147,7 +165,6 @@ pub fn kernel_main(boot_info: &'static mut BootInfo, tests: Option<&'static Test
     println!("{}", tlb::counters_line());
     println!("{}", tlb::latency::line());
     println!("{}", tlb::breakdown::line());
-    exit_qemu(outcome)
 }
 
 /// What this CPU can do, from the CPUID instruction.
@@ -257,21 +274,7 @@ fn start_cpus(
     hal::smp::mark_this_cpu_online();
     hal::cpu::enable_interrupts();
 
-    let started = hal::time::now_ns();
-    match hal::smp::start_application_processors(&apic, topology.enabled_apic_ids(), ap_main) {
-        BringUpStop::Complete => {}
-        BringUpStop::TooMany => {
-            warn!(
-                "smp: more than {} CPUs listed; the rest stay offline",
-                mm::MAX_CPUS
-            );
-        }
-        BringUpStop::NoAnswer { apic_id, waited } => warn!(
-            "smp: CPU with APIC id {apic_id} did not start within {waited:?}; \
-             not starting any further CPUs"
-        ),
-    }
-    let bring_up = Duration::from_nanos(hal::time::now_ns() - started);
+    let bring_up = start_other_cpus(&apic, topology);
     let online = smp::online().count();
     info!(
         "smp: {online}/{listed} CPUs online, bring-up took {:.1} ms",
@@ -286,6 +289,28 @@ fn start_cpus(
         apic_timer_hz,
         tlb: tlb_choice,
     })
+}
+
+/// Starts every other enabled CPU of `topology`, one at a time, and
+/// returns how long it took. A CPU that does not answer, or one more than
+/// [`mm::MAX_CPUS`], ends the bring-up with a warning; the CPUs started
+/// until then run.
+fn start_other_cpus(apic: &LocalApic, topology: &acpi::CpuTopology) -> Duration {
+    let started = hal::time::now_ns();
+    match hal::smp::start_application_processors(apic, topology.enabled_apic_ids(), ap_main) {
+        BringUpStop::Complete => {}
+        BringUpStop::TooMany => {
+            warn!(
+                "smp: more than {} CPUs listed; the rest stay offline",
+                mm::MAX_CPUS
+            );
+        }
+        BringUpStop::NoAnswer { apic_id, waited } => warn!(
+            "smp: CPU with APIC id {apic_id} did not start within {waited:?}; \
+             not starting any further CPUs"
+        ),
+    }
+    Duration::from_nanos(hal::time::now_ns() - started)
 }
 
 /// Every other CPU's path, once the hardware layer has given it the kernel's

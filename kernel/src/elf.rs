@@ -266,25 +266,33 @@ impl<'a> Elf<'a> {
             entry: header.e_entry,
             program_headers: SegmentTable::new(LittleEndian, Class::ELF64, table),
         };
+        elf.check_segments()?;
+        Ok(elf)
+    }
+
+    /// The segment rules of the module documentation: each loadable segment
+    /// valid on its own, in ascending order without overlap, at least one
+    /// of them, and the entry point in an executable one.
+    fn check_segments(&self) -> Result<(), ElfError> {
         let mut previous: Option<Segment<'a>> = None;
         let mut entry_is_executable = false;
-        for (index, program_header) in elf.program_headers.iter().enumerate() {
-            let Some(segment) = elf.load_segment(index, &program_header)? else {
+        for (index, program_header) in self.program_headers.iter().enumerate() {
+            let Some(segment) = self.load_segment(index, &program_header)? else {
                 continue;
             };
             if previous.is_some_and(|previous| segment.first_page() < previous.pages_end()) {
                 return Err(ElfError::OverlapsPrevious { index });
             }
-            entry_is_executable |= segment.flags.execute && segment.contains(elf.entry);
+            entry_is_executable |= segment.flags.execute && segment.contains(self.entry);
             previous = Some(segment);
         }
         if previous.is_none() {
             return Err(ElfError::NoLoadableSegment);
         }
         if !entry_is_executable {
-            return Err(ElfError::EntryNotExecutable { entry: elf.entry });
+            return Err(ElfError::EntryNotExecutable { entry: self.entry });
         }
-        Ok(elf)
+        Ok(())
     }
 
     /// Where the program starts.

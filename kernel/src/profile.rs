@@ -202,6 +202,29 @@ impl Profile {
             self.hz, self.seconds
         );
         let _ = writeln!(out, "    share  samples   held  function");
+        self.write_rows(&mut out, top, samples);
+        for (index, cpu) in self.cpus.iter().enumerate() {
+            let all = cpu.samples();
+            let _ = writeln!(
+                out,
+                "   cpu {index}: kernel {} user {} idle {} ({all} samples, {} held)",
+                percent(cpu.kernel, all),
+                percent(cpu.user, all),
+                percent(cpu.idle, all),
+                percent(cpu.held, all)
+            );
+        }
+        let _ = write!(
+            out,
+            "   held = the sample waited for interrupts to be turned back on: the time \
+             went to interrupts-off code that ended in that function"
+        );
+        out
+    }
+
+    /// The table's function rows: the top `top`, the rest summed, and the
+    /// samples that were not placed or not taken.
+    fn write_rows(&self, out: &mut String, top: usize, samples: u64) {
         for row in self.rows.iter().take(top) {
             let held = if row.held == 0 {
                 String::from("-")
@@ -242,23 +265,6 @@ impl Profile {
                 self.missed
             );
         }
-        for (index, cpu) in self.cpus.iter().enumerate() {
-            let all = cpu.samples();
-            let _ = writeln!(
-                out,
-                "   cpu {index}: kernel {} user {} idle {} ({all} samples, {} held)",
-                percent(cpu.kernel, all),
-                percent(cpu.user, all),
-                percent(cpu.idle, all),
-                percent(cpu.held, all)
-            );
-        }
-        let _ = write!(
-            out,
-            "   held = the sample waited for interrupts to be turned back on: the time \
-             went to interrupts-off code that ended in that function"
-        );
-        out
     }
 
     /// The parsable line (module docs), with the top `top` rows.
@@ -314,17 +320,7 @@ impl Profile {
             .ok_or_else(|| ParseError(String::from("no seconds=")))?
             .parse()
             .map_err(|_| ParseError(String::from("seconds= is not a number")))?;
-        let mut rows = Vec::new();
-        for entry in top.split(ROW_SEPARATOR).filter(|entry| !entry.is_empty()) {
-            let bad = || ParseError(format!("'{entry}' is not 'samples:held name'"));
-            let (counts, name) = entry.split_once(' ').ok_or_else(bad)?;
-            let (samples, held) = counts.split_once(':').ok_or_else(bad)?;
-            rows.push(Row {
-                name: name.to_string(),
-                samples: samples.parse().map_err(|_| bad())?,
-                held: held.parse().map_err(|_| bad())?,
-            });
-        }
+        let rows = parse_rows(top)?;
         let totals = CpuTotals {
             kernel: number("kernel")?,
             user: number("user")?,
@@ -349,6 +345,22 @@ impl Profile {
                 .map_err(|_| ParseError(String::from("runs= is too large")))?,
         })
     }
+}
+
+/// The `top=` field of the parsable line: `samples:held name` entries.
+fn parse_rows(top: &str) -> Result<Vec<Row>, ParseError> {
+    let mut rows = Vec::new();
+    for entry in top.split(ROW_SEPARATOR).filter(|entry| !entry.is_empty()) {
+        let bad = || ParseError(format!("'{entry}' is not 'samples:held name'"));
+        let (counts, name) = entry.split_once(' ').ok_or_else(bad)?;
+        let (samples, held) = counts.split_once(':').ok_or_else(bad)?;
+        rows.push(Row {
+            name: name.to_string(),
+            samples: samples.parse().map_err(|_| bad())?,
+            held: held.parse().map_err(|_| bad())?,
+        });
+    }
+    Ok(rows)
 }
 
 /// `(name, samples, held)` entries summed per name, as rows with the most

@@ -200,7 +200,7 @@ fn thread_spawn(process: &Arc<Process>, entry: u64, stack_top: u64, arg: u64) ->
     if entry >= abi::USER_END || !(abi::PAGE_SIZE..=abi::USER_END).contains(&stack_top) {
         return Err(Errno::Fault);
     }
-    if stack_top % 16 != 0 {
+    if !stack_top.is_multiple_of(16) {
         return Err(Errno::Inval);
     }
     // As if `entry` had been called: the return-address slot below a
