@@ -27,6 +27,20 @@ fn boot_cmdline(cmdline: &str) -> Run {
     )
 }
 
+/// Checks that `run` ended with `outcome` after printing a line that
+/// contains each of `texts`; on failure, says which text is missing and
+/// describes the run.
+fn assert_ended_printing(run: &Run, outcome: Outcome, texts: &[&str]) {
+    assert_eq!(run.outcome, outcome, "{}", run.describe());
+    for text in texts {
+        assert!(
+            run.printed(text),
+            "no line contains {text:?}\n{}",
+            run.describe()
+        );
+    }
+}
+
 /// The failure reason the kernel reported for `test`.
 fn failure_reason(run: &Run, test: &str) -> String {
     match run.test_report().outcome(test) {
@@ -212,28 +226,22 @@ fn overall_timeout_stops_a_busy_run() {
 
 #[test]
 fn unknown_option_is_rejected_with_the_known_ones() {
-    let run = boot_cmdline("frobnicate=1");
-    assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
-    assert!(
-        run.printed("rejected kernel command line: unknown option 'frobnicate=1'"),
-        "{}",
-        run.describe()
-    );
-    assert!(
-        run.printed("    run=<demo | tests | list>"),
-        "{}",
-        run.describe()
+    assert_ended_printing(
+        &boot_cmdline("frobnicate=1"),
+        Outcome::Failure,
+        &[
+            "rejected kernel command line: unknown option 'frobnicate=1'",
+            "    run=<demo | tests | list>",
+        ],
     );
 }
 
 #[test]
 fn malformed_value_is_rejected() {
-    let run = boot_cmdline("log=loud");
-    assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
-    assert!(
-        run.printed("invalid value 'loud' for option 'log'"),
-        "{}",
-        run.describe()
+    assert_ended_printing(
+        &boot_cmdline("log=loud"),
+        Outcome::Failure,
+        &["invalid value 'loud' for option 'log'"],
     );
 }
 
@@ -242,31 +250,27 @@ fn malformed_value_is_rejected() {
 /// banner says why PCIDs are off.
 #[test]
 fn impossible_tlb_mode_is_refused_with_the_reason() {
-    let run = boot_cmdline("tlb=invlpgb");
-    assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
-    assert!(
-        run.printed("tlb=invlpgb is not possible: the CPU reports no usable INVLPGB")
-            && run.printed("tlb=broadcast-sw runs global ASIDs"),
-        "{}",
-        run.describe()
+    assert_ended_printing(
+        &boot_cmdline("tlb=invlpgb"),
+        Outcome::Failure,
+        &[
+            "tlb=invlpgb is not possible: the CPU reports no usable INVLPGB",
+            "tlb=broadcast-sw runs global ASIDs",
+        ],
     );
-    let run = boot_cmdline("run=list tlb.pcid=off");
-    assert_eq!(run.outcome, Outcome::Success, "{}", run.describe());
-    assert!(
-        run.printed("tlb: PCIDs off: the CPU has no PCID"),
-        "{}",
-        run.describe()
+    assert_ended_printing(
+        &boot_cmdline("run=list tlb.pcid=off"),
+        Outcome::Success,
+        &["tlb: PCIDs off: the CPU has no PCID"],
     );
 }
 
 #[test]
 fn filter_matching_nothing_is_rejected() {
-    let run = boot_cmdline("test=no_such_test");
-    assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
-    assert!(
-        run.printed("test filter 'no_such_test' matches no test"),
-        "{}",
-        run.describe()
+    assert_ended_printing(
+        &boot_cmdline("test=no_such_test"),
+        Outcome::Failure,
+        &["test filter 'no_such_test' matches no test"],
     );
 }
 

@@ -36,10 +36,7 @@
 // modules that run on the machine. `cargo docs` documents it whole, for its
 // target, where CI denies every broken link; plain `cargo doc` on the host
 // need not warn about the links it cannot follow.
-#![cfg_attr(
-    not(target_os = "none"),
-    allow(rustdoc::broken_intra_doc_links)
-)]
+#![cfg_attr(not(target_os = "none"), allow(rustdoc::broken_intra_doc_links))]
 
 extern crate alloc;
 

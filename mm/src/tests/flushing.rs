@@ -3,8 +3,8 @@
 use super::fake::{Machine, Op, cpus, ipis, ops_of, system};
 use crate::sync::Ordering;
 use crate::{
-    BroadcastOp, CTX_KERNEL, CTX_SWITCHING, CpuSet, Fault, FlushRange, FlushRequest, FlushTarget,
-    TlbConfig, pcid_of,
+    AddressSpaceTlb, BroadcastOp, CTX_KERNEL, CTX_SWITCHING, CpuSet, Fault, FlushRange,
+    FlushRequest, FlushTarget, TlbConfig, TlbSystem, pcid_of,
 };
 use std::vec::Vec;
 use tlb_types::Instruction::*;
@@ -15,6 +15,16 @@ fn pages(first: u64, n: u64) -> FlushRange {
         end: (first + n) << 12,
         stride_shift: 12,
     }
+}
+
+/// CPUs 0 and 1 run `a`, then CPU 1 goes lazy; the clock is past 0 and the
+/// log is empty.
+fn run_with_cpu_1_lazy(sys: &TlbSystem<'_>, m: &Machine<'_>, a: &AddressSpaceTlb) {
+    sys.switch_mm(&m.cpu(0), a);
+    sys.switch_mm(&m.cpu(1), a);
+    sys.enter_lazy(&m.cpu(1));
+    m.now.set(1);
+    m.take_log();
 }
 
 fn no_trim() -> TlbConfig {
@@ -153,11 +163,7 @@ fn freed_tables_reach_lazy_cpus() {
     let sys = system(&c, no_trim());
     let m = Machine::new(&sys, true, false);
     let a = sys.new_address_space(0xa000);
-    sys.switch_mm(&m.cpu(0), &a);
-    sys.switch_mm(&m.cpu(1), &a);
-    sys.enter_lazy(&m.cpu(1));
-    m.now.set(1);
-    m.take_log();
+    run_with_cpu_1_lazy(&sys, &m, &a);
     sys.flush_tlb_mm_range(&m.cpu(0), &a, pages(0, 1), true);
     let log = m.take_log();
     assert_eq!(ipis(&log), [CpuSet::single(1)]);
@@ -402,11 +408,7 @@ fn whole_address_space_flush_reaches_lazy_cpus() {
     let sys = system(&c, no_trim());
     let m = Machine::new(&sys, true, false);
     let a = sys.new_address_space(0xa000);
-    sys.switch_mm(&m.cpu(0), &a);
-    sys.switch_mm(&m.cpu(1), &a);
-    sys.enter_lazy(&m.cpu(1));
-    m.now.set(1);
-    m.take_log();
+    run_with_cpu_1_lazy(&sys, &m, &a);
     sys.flush_tlb_mm(&m.cpu(0), &a);
     let log = m.take_log();
     assert_eq!(ipis(&log), [CpuSet::single(1)]);

@@ -112,6 +112,15 @@ fn rejected(name: &str, preemptions: usize, body: fn(Setup), setup: Setup, needl
 
 const STALE: &str = "stale translation";
 
+/// Scenario `body` (called `name`) in mode `cfg` with the deliberate bug
+/// `fault` switched on: loom must find a stale translation within three
+/// preemptions. The label names the scenario and the fault.
+fn fault_rejected(name: &str, body: fn(Setup), cfg: Cfg, fault: &'static Fault) {
+    let label = format!("{name} / {fault:?}");
+    let setup = with_faults(cfg, std::slice::from_ref(fault));
+    rejected(&label, 3, body, setup, STALE);
+}
+
 // ---------------------------------------------------------------------------------------
 // 1. Switch versus flush (CVE-2025-40174, CVE-2025-37964).
 
@@ -150,49 +159,41 @@ fn switch_vs_flush_is_safe() {
 
 #[test]
 fn switch_vs_flush_rejects_weak_switch_fence() {
-    let s = with_faults(Cfg::IPI, &[Fault::SwitchFenceAcqRel]);
-    rejected(
-        "switch vs flush / SwitchFenceAcqRel",
-        3,
+    fault_rejected(
+        "switch vs flush",
         switch_vs_flush,
-        s,
-        STALE,
+        Cfg::IPI,
+        &Fault::SwitchFenceAcqRel,
     );
 }
 
 #[test]
 fn switch_vs_flush_rejects_weak_bump_fence() {
-    let s = with_faults(Cfg::IPI, &[Fault::BumpFenceAcqRel]);
-    rejected(
-        "switch vs flush / BumpFenceAcqRel",
-        3,
+    fault_rejected(
+        "switch vs flush",
         switch_vs_flush,
-        s,
-        STALE,
+        Cfg::IPI,
+        &Fault::BumpFenceAcqRel,
     );
 }
 
 #[test]
 fn switch_vs_flush_rejects_generation_read_first() {
-    let s = with_faults(Cfg::IPI, &[Fault::GenerationReadBeforeCpuSet]);
-    rejected(
-        "switch vs flush / GenerationReadBeforeCpuSet",
-        3,
+    fault_rejected(
+        "switch vs flush",
         switch_vs_flush,
-        s,
-        STALE,
+        Cfg::IPI,
+        &Fault::GenerationReadBeforeCpuSet,
     );
 }
 
 #[test]
 fn switch_vs_flush_rejects_skipping_switching_cpus() {
-    let s = with_faults(Cfg::IPI, &[Fault::SkipSwitchingCpus]);
-    rejected(
-        "switch vs flush / SkipSwitchingCpus",
-        3,
+    fault_rejected(
+        "switch vs flush",
         switch_vs_flush,
-        s,
-        STALE,
+        Cfg::IPI,
+        &Fault::SkipSwitchingCpus,
     );
 }
 
@@ -236,13 +237,11 @@ fn publication_is_safe() {
 
 #[test]
 fn publication_rejects_relaxed_publish() {
-    let s = with_faults(Cfg::INVLPGB, &[Fault::PublishGlobalAsidRelaxed]);
-    rejected(
-        "global ASID publication / PublishGlobalAsidRelaxed",
-        3,
+    fault_rejected(
+        "global ASID publication",
         publication,
-        s,
-        STALE,
+        Cfg::INVLPGB,
+        &Fault::PublishGlobalAsidRelaxed,
     );
 }
 
@@ -289,13 +288,11 @@ fn transition_vs_switch_is_safe() {
 
 #[test]
 fn transition_vs_switch_rejects_ignoring_switching() {
-    let s = with_faults(Cfg::INVLPGB, &[Fault::TransitionIgnoresSwitching]);
-    rejected(
-        "transition completion vs switch / TransitionIgnoresSwitching",
-        3,
+    fault_rejected(
+        "transition completion vs switch",
         transition_vs_switch,
-        s,
-        STALE,
+        Cfg::INVLPGB,
+        &Fault::TransitionIgnoresSwitching,
     );
 }
 
@@ -347,25 +344,21 @@ fn lazy_vs_return_is_safe() {
 
 #[test]
 fn lazy_vs_return_rejects_weak_switch_fence() {
-    let s = with_faults(Cfg::IPI, &[Fault::SwitchFenceAcqRel]);
-    rejected(
-        "lazy skip vs return from idle / SwitchFenceAcqRel",
-        3,
+    fault_rejected(
+        "lazy skip vs return from idle",
         lazy_vs_return,
-        s,
-        STALE,
+        Cfg::IPI,
+        &Fault::SwitchFenceAcqRel,
     );
 }
 
 #[test]
 fn lazy_vs_return_rejects_weak_bump_fence() {
-    let s = with_faults(Cfg::IPI, &[Fault::BumpFenceAcqRel]);
-    rejected(
-        "lazy skip vs return from idle / BumpFenceAcqRel",
-        3,
+    fault_rejected(
+        "lazy skip vs return from idle",
         lazy_vs_return,
-        s,
-        STALE,
+        Cfg::IPI,
+        &Fault::BumpFenceAcqRel,
     );
 }
 
@@ -389,13 +382,11 @@ fn batch_vs_return_is_safe() {
 
 #[test]
 fn batch_vs_return_rejects_weak_bump_fence() {
-    let s = with_faults(Cfg::IPI, &[Fault::BumpFenceAcqRel]);
-    rejected(
-        "batch add-pending vs flush / BumpFenceAcqRel",
-        3,
+    fault_rejected(
+        "batch add-pending vs flush",
         batch_vs_return,
-        s,
-        STALE,
+        Cfg::IPI,
+        &Fault::BumpFenceAcqRel,
     );
 }
 
