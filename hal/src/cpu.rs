@@ -78,7 +78,12 @@ pub fn enable_interrupts_and_halt() {
     interrupts::enable_and_hlt();
 }
 
-/// The physical address of the active top-level page table.
-pub fn page_table_root() -> x86_64::PhysAddr {
-    x86_64::registers::control::Cr3::read().0.start_address()
+/// The active top-level page table (what CR3 points at).
+pub fn page_table_root() -> tlb_types::PageTableRoot {
+    tlb_types::PageTableRoot::new(
+        x86_64::registers::control::Cr3::read()
+            .0
+            .start_address()
+            .as_u64(),
+    )
 }

@@ -14,6 +14,7 @@
 
 use alloc::vec::Vec;
 
+use tlb_types::PageTableRoot;
 use x86_64::{PhysAddr, structures::paging::PageTableFlags};
 
 use crate::frames::{self, Frame};
@@ -99,21 +100,21 @@ pub struct OutOfFrames;
 
 impl PageTable {
     /// A table with an empty lower half and the kernel's upper half.
-    pub fn new(kernel_root: PhysAddr) -> Result<Self, OutOfFrames> {
+    pub fn new(kernel_root: PageTableRoot) -> Result<Self, OutOfFrames> {
         let root = frames::allocate().ok_or(OutOfFrames)?;
         phys::zero_frame(root);
         let mut upper_half = [0u8; (ENTRIES - KERNEL_HALF_FIRST_SLOT) * 8];
         phys::read_bytes(
-            kernel_root + (KERNEL_HALF_FIRST_SLOT * 8) as u64,
+            PhysAddr::new(kernel_root.address()) + (KERNEL_HALF_FIRST_SLOT * 8) as u64,
             &mut upper_half,
         );
         phys::write_frame(root, KERNEL_HALF_FIRST_SLOT * 8, &upper_half);
         Ok(Self { root: Some(root) })
     }
 
-    /// The physical address of the level-4 table (what CR3 holds).
-    pub fn root(&self) -> PhysAddr {
-        self.root_frame().address()
+    /// The level-4 table (what CR3 points at).
+    pub fn root(&self) -> PageTableRoot {
+        PageTableRoot::new(self.root_frame().address().as_u64())
     }
 
     /// The level-1 table and index for `va`, creating missing tables if

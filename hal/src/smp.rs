@@ -86,7 +86,7 @@ fn register(cpu: &'static PerCpu) -> &'static PerCpu {
 /// Creates and installs the boot CPU's block (CPU 0, APIC id `apic_id`) and
 /// records the kernel page table the APs will switch to: the one loaded now.
 pub fn init_boot_cpu(apic_id: u32) -> &'static PerCpu {
-    KERNEL_PAGE_TABLE.call_once(cpu::page_table_root);
+    KERNEL_PAGE_TABLE.call_once(|| PhysAddr::new(cpu::page_table_root().address()));
     register(PerCpu::new_static(0, apic_id, gdt::boot_cpu_tss()))
 }
 

@@ -43,7 +43,9 @@ pub fn execute(instruction: Instruction) {
         Instruction::InvpcidSingle { pcid } => invpcid_single(pcid),
         Instruction::InvpcidAll => invpcid_everything(),
         Instruction::InvpcidAllNonGlobal => invpcid_all_nonglobal(),
-        Instruction::LoadCr3 { root, pcid, keep } => load_root(PhysAddr::new(root), pcid, keep),
+        Instruction::LoadCr3 { root, pcid, keep } => {
+            load_root(PhysAddr::new(root.address()), pcid, keep)
+        }
         Instruction::ReloadCr3 => reload_root(),
         Instruction::TogglePge => toggle_global_pages(),
     }

@@ -32,13 +32,13 @@ mod lend;
 mod trace;
 
 use alloc::{string::String, vec::Vec};
+use mm::PageTableRoot;
 use mm::{
     AddressSpaceTlb, CpuId, CpuSet, CpuTlbState, FlushBatch, FlushRange, FlushRequest, Instruction,
     Pcid, TlbConfig, TlbHardware, TlbSystem, TraceEvent, instructions::LocalTlb,
     invlpgb::InvlpgbLimits,
 };
 use spin::Once;
-use x86_64::PhysAddr;
 
 use crate::{
     cpu_features::CpuFeatures,
@@ -71,7 +71,7 @@ static STATE: Once<State> = Once::new();
 /// by the boot CPU before any AP starts (and before [`init_this_cpu`]).
 pub fn init(
     cpu_count: usize,
-    kernel_root: PhysAddr,
+    kernel_root: PageTableRoot,
     options: &TlbOptions,
     cpu: &CpuFeatures,
 ) -> Result<Choice, ModeUnavailable> {
@@ -84,7 +84,7 @@ pub fn init(
             .collect::<Vec<_>>()
             .leak();
         State {
-            system: TlbSystem::new(states, kernel_root.as_u64(), config),
+            system: TlbSystem::new(states, kernel_root, config),
             no_flush_ipis: options.bug == Some(Bug::NoFlushIpis),
             mode: choice.mode,
             hardware: choice.hardware,

@@ -22,6 +22,7 @@
 use crate::asid::Asid;
 use crate::cpu_set::AtomicCpuSet;
 use crate::sync::{AtomicBool, AtomicU16, AtomicU64, Ordering};
+use tlb_types::PageTableRoot;
 
 /// Context id meaning "no address space" (an empty ASID slot).
 pub const CTX_NONE: u64 = 0;
@@ -34,7 +35,7 @@ pub const CTX_SWITCHING: u64 = u64::MAX;
 /// Per-address-space TLB state (see the module docs).
 pub struct AddressSpaceTlb {
     pub(crate) ctx_id: u64,
-    pub(crate) root: u64,
+    pub(crate) root: PageTableRoot,
     pub(crate) tlb_gen: AtomicU64,
     pub(crate) cpus: AtomicCpuSet,
     pub(crate) global_asid: AtomicU16,
@@ -47,7 +48,7 @@ pub struct AddressSpaceTlb {
 
 impl AddressSpaceTlb {
     /// Built by [`crate::TlbSystem::new_address_space`], which hands out the unique id.
-    pub(crate) fn new(ctx_id: u64, root: u64) -> Self {
+    pub(crate) fn new(ctx_id: u64, root: PageTableRoot) -> Self {
         Self {
             ctx_id,
             root,
@@ -65,9 +66,9 @@ impl AddressSpaceTlb {
         self.ctx_id
     }
 
-    /// The page-table root (physical address for CR3) the kernel gave at creation; opaque
-    /// to this crate and handed back in a [`crate::instructions::LocalOp::Load`].
-    pub fn root(&self) -> u64 {
+    /// The page-table root the kernel gave at creation; opaque to this crate and handed
+    /// back in the CR3 load of a switch to it.
+    pub fn root(&self) -> PageTableRoot {
         self.root
     }
 

@@ -17,7 +17,7 @@
 //! model runs with its exact tagged TLB. The kernel executes the [`Instruction`] it returns
 //! and decides nothing.
 
-use tlb_types::{Instruction, Pcid};
+use tlb_types::{Instruction, PageTableRoot, Pcid};
 
 use crate::TlbSystem;
 use crate::faults::{Fault, Faults};
@@ -60,7 +60,7 @@ pub enum LocalOp {
     /// Load `root` tagged `pcid`.
     Load {
         /// The page-table root.
-        root: u64,
+        root: PageTableRoot,
         /// The PCID of the address space (ignored without PCIDE).
         pcid: Pcid,
         /// Drop what that PCID cached before (always, without PCIDE).
@@ -168,14 +168,14 @@ mod tests {
             assert_eq!(
                 chosen(
                     LocalOp::Load {
-                        root: 0x9000,
+                        root: PageTableRoot::new(0x9000),
                         pcid: 4,
                         flush: false
                     },
                     cpu
                 ),
                 [Instruction::LoadCr3 {
-                    root: 0x9000,
+                    root: PageTableRoot::new(0x9000),
                     pcid: 0,
                     keep: false
                 }]
@@ -232,7 +232,7 @@ mod tests {
     #[test]
     fn loads_keep_entries_only_with_pcids() {
         let load = |flush| LocalOp::Load {
-            root: 0x9000,
+            root: PageTableRoot::new(0x9000),
             pcid: 4,
             flush,
         };
@@ -244,7 +244,7 @@ mod tests {
         assert_eq!(
             chosen(load(false), cpu),
             [Instruction::LoadCr3 {
-                root: 0x9000,
+                root: PageTableRoot::new(0x9000),
                 pcid: 4,
                 keep: true
             }]
@@ -252,7 +252,7 @@ mod tests {
         assert_eq!(
             chosen(load(true), cpu),
             [Instruction::LoadCr3 {
-                root: 0x9000,
+                root: PageTableRoot::new(0x9000),
                 pcid: 4,
                 keep: false
             }]

@@ -58,7 +58,8 @@
 //!
 //! The kernel asks `mm` what to do and tells `hal` to do it. `mm` and `hal` never meet, but
 //! they speak the same words, defined once in `tlb_types`: the [`CpuSet`] of a flush's
-//! targets (which `hal::ipi::call_on` takes as it is), the [`Pcid`], the local flush
+//! targets (which `hal::ipi::call_on` takes as it is), the [`Pcid`], the [`PageTableRoot`]
+//! of an address space (which `hal::page_table` hands out), the local flush
 //! [`Instruction`] that [`instructions::select`] chooses and `hal::tlb::execute` runs, and
 //! the `tlb_types::InvlpgbOperands` that [`invlpgb`] encodes and `hal::tlb::invlpgb` puts in
 //! the registers. So a local flush crosses the line once each way: `mm` chooses the
@@ -236,4 +237,6 @@ pub use sync::set_schedule_hook;
 
 /// The words `mm` shares with the hardware layer, defined once in `tlb_types` and
 /// re-exported so that `mm`'s API reads whole: its functions take and return these.
-pub use tlb_types::{CpuId, CpuSet, CpuSetIter, Instruction, MAX_CPUS, PCID_BITS, Pcid};
+pub use tlb_types::{
+    CpuId, CpuSet, CpuSetIter, Instruction, MAX_CPUS, PCID_BITS, PageTableRoot, Pcid,
+};

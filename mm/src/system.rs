@@ -16,7 +16,7 @@ use crate::hardware::TlbHardware;
 use crate::instructions::LocalOp;
 use crate::percpu::CpuTlbState;
 use crate::sync::{AtomicU64, AtomicUsize, Mutex, Ordering};
-use tlb_types::{CpuId, MAX_CPUS};
+use tlb_types::{CpuId, MAX_CPUS, PageTableRoot};
 
 /// Policy knobs. Times are in ticks of [`TlbHardware::now`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,7 +65,7 @@ pub struct TlbSystem<'a> {
 impl<'a> TlbSystem<'a> {
     /// `cpus` has one entry per possible CPU (at most [`MAX_CPUS`]); `kernel_root` is the
     /// page-table root of the kernel's own address space.
-    pub fn new(cpus: &'a [CpuTlbState], kernel_root: u64, config: TlbConfig) -> Self {
+    pub fn new(cpus: &'a [CpuTlbState], kernel_root: PageTableRoot, config: TlbConfig) -> Self {
         assert!(
             cpus.len() <= MAX_CPUS,
             "{} CPUs exceed MAX_CPUS",
@@ -103,7 +103,7 @@ impl<'a> TlbSystem<'a> {
     }
 
     /// A new address space with a fresh, never-reused id. `root` is its page-table root.
-    pub fn new_address_space(&self, root: u64) -> AddressSpaceTlb {
+    pub fn new_address_space(&self, root: PageTableRoot) -> AddressSpaceTlb {
         let id = self.next_ctx_id.fetch_add(1, Ordering::Relaxed);
         AddressSpaceTlb::new(id, root)
     }

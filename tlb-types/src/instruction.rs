@@ -5,7 +5,7 @@
 //! CR4.PGE, INVPCID); `hal::tlb::execute` runs it. Each variant says what the manuals
 //! promise it drops, which is what the host model of `mm` checks the choice against.
 
-use crate::Pcid;
+use crate::{PageTableRoot, Pcid};
 
 /// One local flush instruction (see the Intel SDM vol. 3, 4.10.4, and the AMD APM vol. 2,
 /// 5.5.3 for what each drops).
@@ -38,7 +38,7 @@ pub enum Instruction {
     /// every non-global entry).
     LoadCr3 {
         /// The page-table root.
-        root: u64,
+        root: PageTableRoot,
         /// CR3 bits 11:0 (0 without PCIDE).
         pcid: Pcid,
         /// Bit 63: keep the PCID's entries.

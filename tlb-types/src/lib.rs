@@ -10,6 +10,7 @@
 //! | [`pcid`] | [`Pcid`], [`PCID_BITS`] | `mm` (PCID = ASID + 1) | CR3 loads, INVPCID, INVLPGB |
 //! | [`instruction`] | [`Instruction`], a local flush | `mm::instructions::select` | `hal::tlb::execute` |
 //! | [`invlpgb`] | [`InvlpgbOperands`] and their bits | `mm::invlpgb` | `hal::tlb::invlpgb` |
+//! | [`page_table_root`] | [`PageTableRoot`] | `hal::page_table` | `mm`'s address spaces, CR3 loads |
 //!
 //! So a local flush crosses each line once: `mm` picks an [`Instruction`], the kernel's
 //! `TlbHardware` implementation hands it to `hal`, `hal` runs it. No kernel code translates
@@ -27,9 +28,11 @@ extern crate std;
 pub mod cpu_set;
 pub mod instruction;
 pub mod invlpgb;
+pub mod page_table_root;
 pub mod pcid;
 
 pub use cpu_set::{CpuId, CpuSet, CpuSetIter, MAX_CPUS};
 pub use instruction::Instruction;
 pub use invlpgb::InvlpgbOperands;
+pub use page_table_root::PageTableRoot;
 pub use pcid::{PCID_BITS, Pcid};

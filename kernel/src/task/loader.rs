@@ -25,7 +25,7 @@ pub fn spawn(name: &str, args: &str, parent: Option<u64>) -> Result<Arc<Process>
         .ok_or(Errno::NoEnt)?;
     let program = elf::Elf::parse(image).map_err(|_| Errno::NoEnt)?;
     let slot = ProcessSlot::reserve()?;
-    let kernel_root = x86_64::PhysAddr::new(tlb::system().kernel_address_space().root());
+    let kernel_root = tlb::system().kernel_address_space().root();
     let space = AddressSpace::new(kernel_root).map_err(|_| Errno::NoMem)?;
     let entry = match load(&space, &program, args) {
         Ok(entry) => entry,

@@ -1,6 +1,6 @@
 //! Checklist item 20: deferred reclaim batches.
 
-use super::fake::{Machine, Op, cpus, ipis, ops_of, system};
+use super::fake::{Machine, Op, cpus, ipis, ops_of, root, system};
 use crate::{BroadcastOp, CpuSet, FlushBatch, TlbConfig, pcid_of};
 use tlb_types::Instruction::*;
 
@@ -11,8 +11,8 @@ fn setup_two_spaces(
     let c = cpus(4);
     let sys = system(&c, TlbConfig::default());
     let m = Machine::new(&sys, true, broadcast);
-    let a = sys.new_address_space(0xa000);
-    let b = sys.new_address_space(0xb000);
+    let a = sys.new_address_space(root(0xa000));
+    let b = sys.new_address_space(root(0xb000));
     sys.switch_mm(&m.cpu(1), &a);
     sys.switch_mm(&m.cpu(2), &b);
     sys.switch_mm(&m.cpu(3), &b);
@@ -60,7 +60,7 @@ fn batch_flushes_collected_cpus_once_with_ipis() {
         assert_eq!(
             ops_of(&m.take_log(), 3),
             [Op::Local(LoadCr3 {
-                root: 0xb000,
+                root: root(0xb000),
                 pcid: pcid_of(1),
                 keep: false
             })]
@@ -90,7 +90,7 @@ fn batch_of_only_the_caller_flushes_locally() {
     let c = cpus(2);
     let sys = system(&c, TlbConfig::default());
     let m = Machine::new(&sys, true, false);
-    let a = sys.new_address_space(0xa000);
+    let a = sys.new_address_space(root(0xa000));
     sys.switch_mm(&m.cpu(1), &a);
     m.take_log();
     let mut batch = FlushBatch::new();

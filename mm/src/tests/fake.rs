@@ -1,14 +1,19 @@
 //! A recording fake of [`TlbHardware`] for single-threaded unit tests.
 
 use crate::{
-    BroadcastBackend, BroadcastOp, CpuId, CpuSet, CpuTlbState, FlushRequest, Pcid, TlbConfig,
-    TlbHardware, TlbSystem, TraceEvent, asid::pcid_of, instructions::LocalTlb,
+    BroadcastBackend, BroadcastOp, CpuId, CpuSet, CpuTlbState, FlushRequest, PageTableRoot, Pcid,
+    TlbConfig, TlbHardware, TlbSystem, TraceEvent, asid::pcid_of, instructions::LocalTlb,
 };
 use std::cell::{Cell, RefCell};
 use std::vec::Vec;
 use tlb_types::Instruction;
 
-pub const KERNEL_ROOT: u64 = 0x1000;
+pub const KERNEL_ROOT: PageTableRoot = PageTableRoot::new(0x1000);
+
+/// The root at `address` (the tests' page tables are only numbers).
+pub fn root(address: u64) -> PageTableRoot {
+    PageTableRoot::new(address)
+}
 
 /// One hardware operation, as executed by one CPU.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! The flush request path, the target test and the flush handler.
 
-use super::fake::{Machine, Op, cpus, ipis, ops_of, system};
+use super::fake::{Machine, Op, cpus, ipis, ops_of, root, system};
 use crate::sync::Ordering;
 use crate::{
     AddressSpaceTlb, BroadcastOp, CTX_KERNEL, CTX_SWITCHING, CpuSet, Fault, FlushRange,
@@ -39,7 +39,7 @@ fn single_cpu_flush_sends_no_ipi() {
     let c = cpus(4);
     let sys = system(&c, TlbConfig::default());
     let m = Machine::new(&sys, true, false);
-    let a = sys.new_address_space(0xa000);
+    let a = sys.new_address_space(root(0xa000));
     sys.switch_mm(&m.cpu(2), &a);
     m.take_log();
     sys.flush_tlb_mm_range(&m.cpu(2), &a, pages(7, 2), false);
@@ -60,8 +60,8 @@ fn other_running_cpus_get_exactly_one_ipi_round() {
     let c = cpus(4);
     let sys = system(&c, no_trim());
     let m = Machine::new(&sys, true, false);
-    let a = sys.new_address_space(0xa000);
-    let b = sys.new_address_space(0xb000);
+    let a = sys.new_address_space(root(0xa000));
+    let b = sys.new_address_space(root(0xb000));
     for cpu in [0, 1, 3] {
         sys.switch_mm(&m.cpu(cpu), &a);
     }
@@ -105,8 +105,8 @@ fn other_running_cpus_get_exactly_one_ipi_round() {
 fn target_test_every_state() {
     let c = cpus(2);
     let sys = system(&c, TlbConfig::default());
-    let a = sys.new_address_space(0xa000);
-    let other = sys.new_address_space(0xb000);
+    let a = sys.new_address_space(root(0xa000));
+    let other = sys.new_address_space(root(0xb000));
     let st = sys.cpu(1);
     for loaded in [other.ctx_id(), a.ctx_id(), CTX_SWITCHING, CTX_KERNEL] {
         for lazy in [false, true] {
@@ -143,7 +143,7 @@ fn switching_cpu_is_interrupted() {
     let c = cpus(2);
     let sys = system(&c, no_trim());
     let m = Machine::new(&sys, true, false);
-    let a = sys.new_address_space(0xa000);
+    let a = sys.new_address_space(root(0xa000));
     sys.switch_mm(&m.cpu(0), &a);
     m.now.set(1);
     // CPU 1 is half-way through switching to `a`: bit set, SWITCHING published.
@@ -162,7 +162,7 @@ fn freed_tables_reach_lazy_cpus() {
     let c = cpus(2);
     let sys = system(&c, no_trim());
     let m = Machine::new(&sys, true, false);
-    let a = sys.new_address_space(0xa000);
+    let a = sys.new_address_space(root(0xa000));
     run_with_cpu_1_lazy(&sys, &m, &a);
     sys.flush_tlb_mm_range(&m.cpu(0), &a, pages(0, 1), true);
     let log = m.take_log();
@@ -170,7 +170,7 @@ fn freed_tables_reach_lazy_cpus() {
     assert_eq!(
         ops_of(&log, 1),
         [Op::Local(LoadCr3 {
-            root: 0x1000,
+            root: root(0x1000),
             pcid: pcid_of(0),
             keep: true
         })]
@@ -196,7 +196,7 @@ fn reversed_flushes_force_a_full_flush() {
         sys.faults()
             .set(Fault::PartialFlushWithoutGenerationCheck, mutated);
         let m = Machine::new(&sys, true, false);
-        let a = sys.new_address_space(0xa000);
+        let a = sys.new_address_space(root(0xa000));
         sys.switch_mm(&m.cpu(1), &a);
         let local = sys.cpu(1).slot(1).1;
         // Flush A (full, generation local+1) and flush B (one page, local+2) both bumped;
@@ -237,7 +237,7 @@ fn partial_flush_when_exactly_one_behind() {
     let c = cpus(2);
     let sys = system(&c, no_trim());
     let m = Machine::new(&sys, true, false);
-    let a = sys.new_address_space(0xa000);
+    let a = sys.new_address_space(root(0xa000));
     sys.switch_mm(&m.cpu(1), &a);
     let local = sys.cpu(1).slot(1).1;
     let new_gen = a.tlb_gen.fetch_add(1, Ordering::SeqCst) + 1;
@@ -274,7 +274,7 @@ fn ceiling_turns_34_pages_into_a_full_flush() {
     let c = cpus(1);
     let sys = system(&c, TlbConfig::default());
     let m = Machine::new(&sys, true, false);
-    let a = sys.new_address_space(0xa000);
+    let a = sys.new_address_space(root(0xa000));
     sys.switch_mm(&m.cpu(0), &a);
     m.take_log();
     sys.flush_tlb_mm_range(&m.cpu(0), &a, pages(100, 33), false);
@@ -311,8 +311,8 @@ fn trim_removes_cpus_that_left() {
         },
     );
     let m = Machine::new(&sys, true, false);
-    let a = sys.new_address_space(0xa000);
-    let b = sys.new_address_space(0xb000);
+    let a = sys.new_address_space(root(0xa000));
+    let b = sys.new_address_space(root(0xb000));
     sys.switch_mm(&m.cpu(0), &a);
     sys.switch_mm(&m.cpu(1), &a);
     sys.switch_mm(&m.cpu(2), &a);
@@ -348,7 +348,7 @@ fn kernel_range_flushes() {
         let c = cpus(3);
         let sys = system(&c, TlbConfig::default());
         let m = Machine::new(&sys, true, broadcast);
-        let a = sys.new_address_space(0xa000);
+        let a = sys.new_address_space(root(0xa000));
         sys.switch_mm(&m.cpu(1), &a);
         sys.enter_lazy(&m.cpu(1));
         m.take_log();
@@ -407,7 +407,7 @@ fn whole_address_space_flush_reaches_lazy_cpus() {
     let c = cpus(2);
     let sys = system(&c, no_trim());
     let m = Machine::new(&sys, true, false);
-    let a = sys.new_address_space(0xa000);
+    let a = sys.new_address_space(root(0xa000));
     run_with_cpu_1_lazy(&sys, &m, &a);
     sys.flush_tlb_mm(&m.cpu(0), &a);
     let log = m.take_log();

@@ -1,6 +1,6 @@
 //! Promotion to global ASIDs, the transition protocol, rollover and exhaustion.
 
-use super::fake::{Machine, Op, cpus, ipis, ops_of, system};
+use super::fake::{Machine, Op, cpus, ipis, ops_of, root, system};
 use crate::{
     AddressSpaceTlb, BroadcastOp, CTX_KERNEL, CpuSet, FIRST_GLOBAL_ASID, Fault, FlushRange,
     TlbConfig, TlbSystem, is_global_asid, pcid_of,
@@ -35,7 +35,7 @@ fn promotion_needs_threshold_cpus_and_respects_rate_limit() {
     let c = cpus(5);
     let sys = system(&c, config());
     let m = Machine::new(&sys, true, true);
-    let a = sys.new_address_space(0xa000);
+    let a = sys.new_address_space(root(0xa000));
     run_on(&sys, &m, &a, &[0, 1, 2]);
     m.now.set(1);
     sys.flush_tlb_mm_range(&m.cpu(0), &a, page(0), false);
@@ -64,11 +64,11 @@ fn threshold_is_configurable_but_never_below_two() {
     sys.set_promotion_threshold(1);
     assert_eq!(sys.promotion_threshold(), 2);
     let m = Machine::new(&sys, true, true);
-    let single = sys.new_address_space(0xa000);
+    let single = sys.new_address_space(root(0xa000));
     run_on(&sys, &m, &single, &[0]);
     sys.flush_tlb_mm_range(&m.cpu(0), &single, page(0), false);
     assert_eq!(single.global_asid(), None, "single-threaded: never");
-    let pair = sys.new_address_space(0xb000);
+    let pair = sys.new_address_space(root(0xb000));
     run_on(&sys, &m, &pair, &[1, 2]);
     sys.flush_tlb_mm_range(&m.cpu(1), &pair, page(0), false);
     assert!(pair.global_asid().is_some());
@@ -79,14 +79,14 @@ fn no_promotion_without_a_broadcast_backend() {
     let c = cpus(4);
     let sys = system(&c, config());
     let m = Machine::new(&sys, true, false);
-    let a = sys.new_address_space(0xa000);
+    let a = sys.new_address_space(root(0xa000));
     run_on(&sys, &m, &a, &[0, 1, 2, 3]);
     sys.flush_tlb_mm_range(&m.cpu(0), &a, page(0), false);
     assert_eq!(a.global_asid(), None);
 }
 
-fn promoted(sys: &TlbSystem<'_>, m: &Machine<'_>, root: u64, on: &[usize]) -> AddressSpaceTlb {
-    let a = sys.new_address_space(root);
+fn promoted(sys: &TlbSystem<'_>, m: &Machine<'_>, address: u64, on: &[usize]) -> AddressSpaceTlb {
+    let a = sys.new_address_space(root(address));
     run_on(sys, m, &a, on);
     let hw = m.cpu(on[0]);
     let asid = sys.use_global_asid(&hw, &a).expect("an ASID");
@@ -135,7 +135,7 @@ fn stragglers_move_over_without_flush() {
     for cpu in 0..3 {
         assert!(
             ops_of(&log, cpu).contains(&Op::Local(LoadCr3 {
-                root: 0xa000,
+                root: root(0xa000),
                 pcid: gpcid,
                 keep: true
             })),
@@ -168,14 +168,14 @@ fn transition_finishes_only_when_all_moved() {
     assert_eq!(ipis(&log), [], "all on the global ASID: broadcast only");
     assert_eq!(sys.cpu(0).counters().snapshot().transitions_finished, 1);
     // From now on a new CPU switches in without a flush, and flushes are pure broadcast.
-    let b = sys.new_address_space(0xb000);
+    let b = sys.new_address_space(root(0xb000));
     run_on(&sys, &m, &b, &[1]);
     run_on(&sys, &m, &a, &[1]);
     let g = pcid_of(a.global_asid().unwrap());
     assert_eq!(
         *ops_of(&m.take_log(), 1).last().unwrap(),
         Op::Local(LoadCr3 {
-            root: 0xa000,
+            root: root(0xa000),
             pcid: g,
             keep: true
         })
@@ -246,7 +246,7 @@ fn rollover_flushes_before_reuse() {
             .set(Fault::ReuseGlobalAsidBeforeRollover, mutated);
         let m = Machine::new(&sys, true, true);
         let a = promoted(&sys, &m, 0xa000, &[0, 1]);
-        let b = sys.new_address_space(0xb000);
+        let b = sys.new_address_space(root(0xb000));
         run_on(&sys, &m, &b, &[0, 1]);
         let hw = m.cpu(0);
         assert_eq!(sys.use_global_asid(&hw, &b), None, "exhausted");
@@ -275,7 +275,7 @@ fn software_broadcast_handler_semantics() {
         let c = cpus(1);
         let sys = system(&c, config());
         let m = Machine::new(&sys, pcid_on, true);
-        let a = sys.new_address_space(0xa000);
+        let a = sys.new_address_space(root(0xa000));
         run_on(&sys, &m, &a, &[0]);
         let cur = sys.cpu(0).loaded_asid();
         m.take_log();
@@ -353,14 +353,14 @@ fn trace_events_name_each_decision() {
     );
     sys.set_promotion_threshold(2);
     let m = Machine::new(&sys, true, true);
-    let a = sys.new_address_space(0xa000);
+    let a = sys.new_address_space(root(0xa000));
     run_on(&sys, &m, &a, &[0]);
     sys.flush_tlb_mm_range(&m.cpu(0), &a, page(0), false);
     run_on(&sys, &m, &a, &[1, 2]);
     sys.flush_tlb_mm_range(&m.cpu(0), &a, page(0), false);
     sys.flush_tlb_mm_range(&m.cpu(0), &a, page(0), false);
     sys.flush_kernel_range(&m.cpu(1), 0xffff_8000_0000_0000, 0xffff_8000_0000_1000);
-    let b = sys.new_address_space(0xb000);
+    let b = sys.new_address_space(root(0xb000));
     run_on(&sys, &m, &b, &[0]);
     run_on(&sys, &m, &a, &[0]);
     sys.switch_mm(&m.cpu(0), sys.kernel_address_space());

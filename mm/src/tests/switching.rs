@@ -1,6 +1,6 @@
 //! `switch_mm`, ASID slots and lazy TLB.
 
-use super::fake::{Machine, Op, cpus, ipis, ops_of, system};
+use super::fake::{Machine, Op, cpus, ipis, ops_of, root, system};
 use crate::{FlushRange, TlbConfig, pcid_of};
 use std::vec::Vec;
 use tlb_types::Instruction::*;
@@ -21,7 +21,7 @@ fn seven_address_spaces_round_robin() {
     let m = Machine::new(&sys, true, false);
     let hw = m.cpu(0);
     let mms: Vec<_> = (0..7)
-        .map(|i| sys.new_address_space(0x10_0000 * (i + 1)))
+        .map(|i| sys.new_address_space(root(0x10_0000 * (i + 1))))
         .collect();
     let load = |i: usize, asid: u16, flush: bool| {
         Op::Local(LoadCr3 {
@@ -61,8 +61,8 @@ fn cached_slot_flushes_only_when_generation_moved() {
     let sys = system(&c, TlbConfig::default());
     let m = Machine::new(&sys, true, false);
     let hw = m.cpu(0);
-    let a = sys.new_address_space(0xa000);
-    let b = sys.new_address_space(0xb000);
+    let a = sys.new_address_space(root(0xa000));
+    let b = sys.new_address_space(root(0xb000));
     sys.switch_mm(&hw, &a);
     sys.switch_mm(&hw, &b);
     m.take_log();
@@ -73,7 +73,7 @@ fn cached_slot_flushes_only_when_generation_moved() {
     assert_eq!(
         ops_of(&m.take_log(), 0),
         [Op::Local(LoadCr3 {
-            root: 0xa000,
+            root: root(0xa000),
             pcid: pcid_of(1),
             keep: false
         })]
@@ -82,7 +82,7 @@ fn cached_slot_flushes_only_when_generation_moved() {
     assert_eq!(
         ops_of(&m.take_log(), 0),
         [Op::Local(LoadCr3 {
-            root: 0xb000,
+            root: root(0xb000),
             pcid: pcid_of(2),
             keep: true
         })]
@@ -95,8 +95,8 @@ fn without_pcid_every_load_flushes_in_asid_0() {
     let sys = system(&c, TlbConfig::default());
     let m = Machine::new(&sys, false, false);
     let hw = m.cpu(0);
-    let a = sys.new_address_space(0xa000);
-    let b = sys.new_address_space(0xb000);
+    let a = sys.new_address_space(root(0xa000));
+    let b = sys.new_address_space(root(0xb000));
     for mm in [&a, &b, &a] {
         sys.switch_mm(&hw, mm);
         assert_eq!(sys.cpu(0).loaded_asid(), 0, "ctx {}", mm.ctx_id);
@@ -123,7 +123,7 @@ fn thread_switch_within_one_address_space_does_nothing() {
     let sys = system(&c, TlbConfig::default());
     let m = Machine::new(&sys, true, false);
     let hw = m.cpu(0);
-    let a = sys.new_address_space(0xa000);
+    let a = sys.new_address_space(root(0xa000));
     sys.switch_mm(&hw, &a);
     m.take_log();
     sys.switch_mm(&hw, &a);
@@ -136,7 +136,7 @@ fn lazy_cpu_catches_up_on_return() {
     let c = cpus(2);
     let sys = system(&c, TlbConfig::default());
     let m = Machine::new(&sys, true, false);
-    let a = sys.new_address_space(0xa000);
+    let a = sys.new_address_space(root(0xa000));
     sys.switch_mm(&m.cpu(0), &a);
     sys.switch_mm(&m.cpu(1), &a);
     sys.enter_lazy(&m.cpu(1));
@@ -154,7 +154,7 @@ fn lazy_cpu_catches_up_on_return() {
     assert_eq!(
         ops_of(&m.take_log(), 1),
         [Op::Local(LoadCr3 {
-            root: 0xa000,
+            root: root(0xa000),
             pcid: pcid_of(1),
             keep: false
         })]

@@ -35,7 +35,7 @@ use loom::cell::UnsafeCell;
 use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use mm::{
     AddressSpaceTlb, BroadcastBackend, CpuId, CpuSet, CpuTlbState, DYN_ASIDS, FlushRange,
-    FlushRequest, FlushTarget, Instruction, Pcid, TlbConfig, TlbHardware, TlbSystem,
+    FlushRequest, FlushTarget, Instruction, PageTableRoot, Pcid, TlbConfig, TlbHardware, TlbSystem,
     instructions::LocalTlb, pcid_of,
 };
 use std::collections::HashMap;
@@ -43,9 +43,9 @@ use std::sync::Mutex;
 
 /// Simulated CPUs (one more than most scenarios use, so a promoter can be separate).
 pub const CPUS: usize = 3;
-const KERNEL_ROOT: u64 = 0x1000;
-const MM_ROOT: u64 = 0x2000;
-const OTHER_ROOT: u64 = 0x3000;
+const KERNEL_ROOT: PageTableRoot = PageTableRoot::new(0x1000);
+const MM_ROOT: PageTableRoot = PageTableRoot::new(0x2000);
+const OTHER_ROOT: PageTableRoot = PageTableRoot::new(0x3000);
 
 loom::lazy_static! {
     // Re-created for every loom execution (loom's lazy statics are per execution), which
@@ -197,12 +197,12 @@ impl World {
         f(&mut self.hw.lock().unwrap())
     }
 
-    fn ctx_of_root(&self, root: u64) -> u64 {
+    fn ctx_of_root(&self, root: PageTableRoot) -> u64 {
         match root {
             KERNEL_ROOT => self.sys.kernel_address_space().ctx_id(),
             MM_ROOT => self.mm.ctx_id(),
             OTHER_ROOT => self.other.ctx_id(),
-            _ => panic!("unknown root {root:#x}"),
+            _ => panic!("unknown root {root}"),
         }
     }
 

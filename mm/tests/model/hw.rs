@@ -309,7 +309,7 @@ impl Machine {
                     );
                     tlb.drop_nonglobal();
                 }
-                tlb.root = root;
+                tlb.root = root.address();
                 tlb.pcid = pcid;
             }
             Instruction::ReloadCr3 => {

@@ -8,12 +8,12 @@ use crate::sched::{Sched, splitmix, yield_now};
 use crate::world::PageTable;
 use mm::{
     AddressSpaceTlb, Asid, CounterSnapshot, CpuTlbState, FIRST_GLOBAL_ASID, Fault, FlushBatch,
-    FlushRange, TlbConfig, TlbHardware, TlbSystem, instructions::LocalTlb,
+    FlushRange, PageTableRoot, TlbConfig, TlbHardware, TlbSystem, instructions::LocalTlb,
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-pub const KERNEL_ROOT: u64 = 0x1000;
+pub const KERNEL_ROOT: PageTableRoot = PageTableRoot::new(0x1000);
 const KERNEL_VPN: u64 = 0xffff_8000_0000_0000 >> 12;
 const KERNEL_PAGES: u64 = 8;
 
@@ -106,7 +106,7 @@ struct Shared {
 impl Shared {
     fn new_space(&self) -> Arc<Space> {
         let root = self.next_root.fetch_add(0x1000, Ordering::Relaxed);
-        let tlb = self.m.sys.new_address_space(root);
+        let tlb = self.m.sys.new_address_space(PageTableRoot::new(root));
         let pt = Arc::new(PageTable {
             ctx: tlb.ctx_id(),
             inner: Mutex::new(Default::default()),
@@ -150,7 +150,7 @@ pub fn run(cfg: &Config, seed: u64) -> Outcome {
     };
     let m = Machine::new(sys, state, cfg.backend, cfg.kernel_faults);
     m.world.roots.lock().unwrap().insert(
-        KERNEL_ROOT,
+        KERNEL_ROOT.address(),
         Arc::new(PageTable {
             ctx: mm::CTX_KERNEL,
             inner: Mutex::new(Default::default()),

@@ -60,7 +60,7 @@ pub fn stack_overflow() -> TestResult {
 /// pointer would: the bug SMAP exists to catch, and the report must say so.
 pub fn smap_violation() -> TestResult {
     const USER_PAGE: u64 = 0x5000_0000;
-    let kernel_root = x86_64::PhysAddr::new(tlb::system().kernel_address_space().root());
+    let kernel_root = tlb::system().kernel_address_space().root();
     let space = require_ok!(AddressSpace::new(kernel_root).map_err(|_| "out of frames"));
     require_ok!(
         space
@@ -84,7 +84,7 @@ static STUCK_SPACE_LOADED: AtomicBool = AtomicBool::new(false);
 pub fn stuck_cpu() -> TestResult {
     const PAGE: u64 = 0x6000_0000;
     check!(smp::online().count() >= 2, "needs a second CPU");
-    let kernel_root = x86_64::PhysAddr::new(tlb::system().kernel_address_space().root());
+    let kernel_root = tlb::system().kernel_address_space().root();
     let space = STUCK_SPACE
         .call_once(|| AddressSpace::new(kernel_root).expect("a page-table root for the test"));
     require_ok!(

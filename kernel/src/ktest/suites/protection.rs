@@ -52,7 +52,7 @@ pub fn kernel_cannot_read_or_run_user_pages() -> TestResult {
         hal::println!("protection: this CPU lacks SMEP or SMAP; nothing to check");
         return Ok(());
     }
-    let kernel_root = x86_64::PhysAddr::new(tlb::system().kernel_address_space().root());
+    let kernel_root = tlb::system().kernel_address_space().root();
     let space = require_ok!(AddressSpace::new(kernel_root).map_err(|_| "out of frames"));
     // A present user page holding one `ret`, readable and executable:
     // only SMAP can refuse the read and only SMEP the call.

@@ -13,7 +13,7 @@ use crate::{check_eq, framework::TestResult, require_ok};
 use kernel::tlb;
 
 fn new_space() -> Result<AddressSpace, crate::framework::TestFailure> {
-    let root = x86_64::PhysAddr::new(tlb::system().kernel_address_space().root());
+    let root = tlb::system().kernel_address_space().root();
     Ok(require_ok!(
         AddressSpace::new(root).map_err(|_| "out of frames")
     ))

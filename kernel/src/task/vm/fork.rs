@@ -24,7 +24,7 @@ use hal::{
     page_table::{Leaf, OutOfFrames},
     phys,
 };
-use x86_64::{PhysAddr, structures::paging::PageTableFlags};
+use x86_64::structures::paging::PageTableFlags;
 
 use abi::Errno;
 
@@ -36,7 +36,7 @@ impl AddressSpace {
     /// private pages shared copy-on-write, shared regions shared. `NoMem`
     /// (with nothing left behind) when frames or the heap budget run out.
     pub fn fork(&self) -> Result<AddressSpace, Errno> {
-        let kernel_root = PhysAddr::new(tlb::system().kernel_address_space().root());
+        let kernel_root = tlb::system().kernel_address_space().root();
         let child = AddressSpace::new(kernel_root).map_err(|OutOfFrames| Errno::NoMem)?;
         let copied = {
             let mut parent = self.memory.lock();

@@ -48,9 +48,9 @@ mod user_copy;
 use alloc::{collections::BTreeMap, vec::Vec};
 
 use mm::AddressSpaceTlb;
+use mm::PageTableRoot;
 use smallvec::SmallVec;
 use spin::Mutex;
-use x86_64::PhysAddr;
 
 use hal::{
     frames::{self, Frame},
@@ -111,9 +111,9 @@ pub struct AddressSpace {
 
 impl AddressSpace {
     /// An empty address space sharing the kernel's upper half.
-    pub fn new(kernel_root: PhysAddr) -> Result<Self, OutOfFrames> {
+    pub fn new(kernel_root: PageTableRoot) -> Result<Self, OutOfFrames> {
         let table = PageTable::new(kernel_root)?;
-        let tlb = tlb::system().new_address_space(table.root().as_u64());
+        let tlb = tlb::system().new_address_space(table.root());
         Ok(Self {
             memory: Mutex::new(Memory {
                 table,
