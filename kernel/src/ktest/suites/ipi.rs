@@ -25,31 +25,41 @@ fn total_ipis_sent() -> u64 {
 pub fn round_trip_to_every_cpu() -> TestResult {
     const ROUNDS: usize = 200;
     let me = percpu::current().index;
+    let my_cpu = require_some!(cpu(me), "this CPU is not registered");
     let mut samples = Vec::with_capacity(ROUNDS);
     for target in online().iter().filter(|&cpu| cpu != me) {
         let target_cpu = require_some!(cpu(target), "CPU {target} is not registered");
+        let sent_before = my_cpu.ipis_sent.load(Ordering::Relaxed);
         let received_before = target_cpu.ipis_received.load(Ordering::Relaxed);
         for _ in 0..ROUNDS {
             let start = time::now_ns();
             require_ok!(smp::call_on(&CpuSet::single(target), &|| {}));
             samples.push(time::now_ns() - start);
         }
-        // A target that is itself waiting in a cross-call serves its inbox
-        // by polling, with interrupts off, and takes the IPI only when it
-        // returns: a call can be answered before its IPI is counted. Every
-        // IPI must still arrive, so wait for the count (within the time a
-        // call may take to be answered) rather than read it once.
+        let sent = my_cpu.ipis_sent.load(Ordering::Relaxed) - sent_before;
+        check!(
+            sent >= ROUNDS as u64,
+            "{ROUNDS} calls to CPU {target} sent {sent} IPIs"
+        );
+        // Each call sends an IPI, but the target need not take one
+        // interrupt per IPI: its APIC keeps one pending request per vector,
+        // so an IPI that arrives while the last is still pending (the
+        // target still in the handler that is serving these very calls,
+        // its vCPU thread off its host CPU) merges with it; and a target
+        // waiting in a cross-call of its own serves its inbox by polling,
+        // taking the IPI only afterwards. What must hold is that IPIs do
+        // arrive: wait for the first (within the time a call may take).
         let deadline = Deadline::after(ipi::ANSWER_TIMEOUT);
         let received = loop {
             let received = target_cpu.ipis_received.load(Ordering::Relaxed) - received_before;
-            if received >= ROUNDS as u64 || deadline.has_passed() {
+            if received >= 1 || deadline.has_passed() {
                 break received;
             }
             core::hint::spin_loop();
         };
         check!(
-            received >= ROUNDS as u64,
-            "CPU {target} received {received} of {ROUNDS} IPIs"
+            received >= 1,
+            "CPU {target} took none of the {sent} IPIs sent to it"
         );
     }
     if !samples.is_empty() {
