@@ -317,15 +317,7 @@ impl TlbHardware for KernelTlb {
     }
 
     fn local_tlb(&self) -> LocalTlb {
-        let local = state().local;
-        // The choice of INVLPG for a kernel page relies on PGE being what
-        // the kernel told `mm`.
-        debug_assert_eq!(
-            local.pge,
-            hal::tlb::global_pages_enabled(),
-            "CR4.PGE differs from what the instruction choice assumes"
-        );
-        local
+        state().local
     }
 
     fn current_pcid(&self) -> Pcid {
@@ -338,6 +330,18 @@ impl TlbHardware for KernelTlb {
     }
 
     fn execute(&self, instruction: Instruction) {
+        if let Instruction::Invlpg { va } = instruction
+            && va >= mm::invlpgb::HIGHER_HALF_START
+        {
+            // INVLPG reaches a kernel page under every PCID only if the
+            // page is global: `mm` chose it relying on CR4.PGE being what
+            // the kernel told it.
+            debug_assert_eq!(
+                state().local.pge,
+                hal::tlb::global_pages_enabled(),
+                "CR4.PGE differs from what the instruction choice assumes"
+            );
+        }
         hal::tlb::execute(instruction);
     }
 
