@@ -330,12 +330,17 @@ impl TlbHardware for KernelTlb {
     }
 
     fn execute(&self, instruction: Instruction) {
-        if let Instruction::Invlpg { va } = instruction
-            && va >= mm::invlpgb::HIGHER_HALF_START
-        {
-            // INVLPG reaches a kernel page under every PCID only if the
-            // page is global: `mm` chose it relying on CR4.PGE being what
-            // the kernel told it.
+        // Two choices rely on CR4.PGE being what the kernel told `mm`: an
+        // INVLPG for a kernel page (which reaches it under every PCID only
+        // if it is global, PGE on), and INVPCID type 3 for one (which
+        // drops it only if it is not global, PGE off; `mm` also chooses it
+        // for every non-global entry, where the check costs a CR4 read).
+        let relies_on_pge = match instruction {
+            Instruction::Invlpg { va } => va >= mm::invlpgb::HIGHER_HALF_START,
+            Instruction::InvpcidAllNonGlobal => !state().local.pge,
+            _ => false,
+        };
+        if relies_on_pge {
             debug_assert_eq!(
                 state().local.pge,
                 hal::tlb::global_pages_enabled(),

@@ -18,8 +18,8 @@ pub fn root(address: u64) -> PageTableRoot {
 /// One hardware operation, as executed by one CPU.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
-    /// A local TLB instruction, as `mm` chose it for the fake's CPU: PGE and INVPCID, and
-    /// PCIDE as the machine says.
+    /// A local TLB instruction, as `mm` chose it for the fake's CPU: INVPCID, and PCIDE
+    /// and PGE as the machine says.
     Local(Instruction),
     Ipi(CpuSet),
     Broadcast(BroadcastOp),
@@ -29,6 +29,9 @@ pub enum Op {
 pub struct Machine<'s> {
     pub sys: &'s TlbSystem<'s>,
     pub pcid: bool,
+    /// CR4.PGE as the fake's CPUs report it (on unless a test turns it off: then a kernel
+    /// page's flush is an INVPCID of every non-global entry, told apart from a user page's).
+    pub pge: Cell<bool>,
     pub broadcast: bool,
     pub online: CpuSet,
     pub now: Cell<u64>,
@@ -61,6 +64,7 @@ impl<'s> Machine<'s> {
         let m = Self {
             sys,
             pcid,
+            pge: Cell::new(true),
             broadcast,
             online: CpuSet::first_n(sys.cpu_count()),
             now: Cell::new(0),
@@ -156,7 +160,7 @@ impl<'m, 's> TlbHardware for Hw<'m, 's> {
     fn local_tlb(&self) -> LocalTlb {
         LocalTlb {
             pcide: self.m.pcid,
-            pge: true,
+            pge: self.m.pge.get(),
             invpcid: true,
         }
     }

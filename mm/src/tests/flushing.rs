@@ -344,10 +344,13 @@ fn trim_removes_cpus_that_left() {
 #[test]
 fn kernel_range_flushes() {
     let k = 0xffff_8000_0000_0000u64;
-    for broadcast in [false, true] {
+    // With PGE off the kernel's pages are not global, and the flush of one is told apart
+    // from a user page's: an INVPCID of every non-global entry instead of an INVLPG.
+    for (broadcast, pge) in [(false, true), (false, false), (true, true)] {
         let c = cpus(3);
         let sys = system(&c, TlbConfig::default());
         let m = Machine::new(&sys, true, broadcast);
+        m.pge.set(pge);
         let a = sys.new_address_space(root(0xa000));
         sys.switch_mm(&m.cpu(1), &a);
         sys.enter_lazy(&m.cpu(1));
@@ -377,14 +380,17 @@ fn kernel_range_flushes() {
                     .into_iter()
                     .filter(|o| !matches!(o, Op::Ipi(_)))
                     .collect();
+                let kernel_page = |va| {
+                    Op::Local(if pge {
+                        Invlpg { va }
+                    } else {
+                        InvpcidAllNonGlobal
+                    })
+                };
                 assert_eq!(
                     ops,
-                    [
-                        Op::Local(Invlpg { va: k }),
-                        Op::Local(Invlpg { va: k + 4096 }),
-                        Op::Local(InvpcidAll)
-                    ],
-                    "cpu {cpu}"
+                    [kernel_page(k), kernel_page(k + 4096), Op::Local(InvpcidAll)],
+                    "cpu {cpu}, PGE {pge}"
                 );
             }
         }

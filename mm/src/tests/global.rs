@@ -271,10 +271,11 @@ fn rollover_flushes_before_reuse() {
 
 #[test]
 fn software_broadcast_handler_semantics() {
-    for pcid_on in [true, false] {
+    for (pcid_on, pge) in [(true, true), (true, false), (false, true)] {
         let c = cpus(1);
         let sys = system(&c, config());
         let m = Machine::new(&sys, pcid_on, true);
+        m.pge.set(pge);
         let a = sys.new_address_space(root(0xa000));
         run_on(&sys, &m, &a, &[0]);
         let cur = sys.cpu(0).loaded_asid();
@@ -333,10 +334,16 @@ fn software_broadcast_handler_semantics() {
             } else {
                 ReloadCr3
             }),
-            Op::Local(Invlpg { va: 0 }),
+            // A kernel page: INVLPG reaches its global entry (PGE) or the one tag (no
+            // PCIDE); a non-global copy under any PCID needs INVPCID.
+            Op::Local(if pge || !pcid_on {
+                Invlpg { va: 0 }
+            } else {
+                InvpcidAllNonGlobal
+            }),
             Op::Local(if pcid_on { InvpcidAll } else { TogglePge }),
         ]);
-        assert_eq!(ops_of(&m.take_log(), 0), want, "pcid {pcid_on}");
+        assert_eq!(ops_of(&m.take_log(), 0), want, "pcid {pcid_on}, PGE {pge}");
     }
 }
 

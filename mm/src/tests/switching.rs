@@ -101,7 +101,9 @@ fn without_pcid_every_load_flushes_in_asid_0() {
         sys.switch_mm(&hw, mm);
         assert_eq!(sys.cpu(0).loaded_asid(), 0, "ctx {}", mm.ctx_id);
     }
-    // CR3 has no PCID field without PCIDE: every load is a flushing one.
+    // CR3 has no PCID field without PCIDE: every load is a flushing one, and `mm` counts
+    // each as one.
+    assert_eq!(sys.cpu(0).counters().snapshot().switch_flushes, 3);
     let log = ops_of(&m.take_log(), 0);
     assert_eq!(log.len(), 3);
     assert!(
