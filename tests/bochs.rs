@@ -140,11 +140,17 @@ fn boot(test: &str, model: &str, cmdline: &str) -> Option<Run> {
 /// The coherence stress on [`CPUS`] CPUs in `mode` (`cmdline` adds options)
 /// passed: no stale read, no lost write, the program and the run succeeded.
 fn check_coherence(run: &Run, mode: &str) {
-    let summary = format!("coherence: {ROUNDS} rounds, {} readers", CPUS - 1);
-    assert!(run.printed(&summary), "no summary\n{}", run.describe());
+    let summary = run
+        .coherence()
+        .unwrap_or_else(|| panic!("no summary\n{}", run.describe()));
+    assert_eq!(
+        (summary.rounds, summary.readers),
+        (u64::from(ROUNDS), u64::from(CPUS - 1)),
+        "{summary:?}"
+    );
     assert!(
-        run.printed("0 stale reads, 0 lost writes"),
-        "incoherent\n{}",
+        summary.coherent(),
+        "incoherent, {summary:?}\n{}",
         run.describe()
     );
     assert!(

@@ -245,16 +245,17 @@ fn coherence(qemu: &Qemu, mode: &str, bug: Option<&str>) -> (Run, String) {
 }
 
 fn assert_coherent(run: &Run, label: &str) {
-    assert!(
-        run.printed(&format!(
-            "coherence: {ROUNDS} rounds, 3 readers, {PAGES} pages"
-        )),
-        "{label}: no summary\n{}",
-        run.describe()
+    let summary = run
+        .coherence()
+        .unwrap_or_else(|| panic!("{label}: no summary\n{}", run.describe()));
+    assert_eq!(
+        (summary.rounds, summary.readers, summary.pages),
+        (ROUNDS.into(), 3, PAGES.into()),
+        "{label}: {summary:?}"
     );
     assert!(
-        run.printed("0 stale reads, 0 lost writes"),
-        "{label}: incoherent\n{}",
+        summary.coherent(),
+        "{label}: incoherent, {summary:?}\n{}",
         run.describe()
     );
     assert_success(run, label);
@@ -366,15 +367,14 @@ fn mutation_leaves_stale_reads(bug: &str) {
     let Some(qemu) = patched_qemu() else { return };
     let (run, label) = coherence(&qemu, "invlpgb", Some(bug));
     let summary = run
-        .serial
-        .iter()
-        .find(|line| line.starts_with(&format!("coherence: {ROUNDS} rounds")))
+        .coherence()
         .unwrap_or_else(|| panic!("{label}: no summary\n{}", run.describe()));
+    assert_eq!(summary.rounds, u64::from(ROUNDS), "{label}: {summary:?}");
     assert!(
-        !summary.contains(" 0 stale reads"),
-        "{label}: the emulator did not catch {bug}: {summary}"
+        summary.stale_reads > 0,
+        "{label}: the emulator did not catch {bug}: {summary:?}"
     );
-    assert_ne!(run.outcome, Outcome::Success, "{label}: {summary}");
+    assert_ne!(run.outcome, Outcome::Success, "{label}: {summary:?}");
 }
 
 #[test]

@@ -41,15 +41,17 @@ fn coherence(mode: &str, cpus: u32, rounds: u32) {
         cpus,
         &format!("tlb={mode} {QUARANTINE} exec=coherence:{rounds},{cpus}"),
     );
-    let summary = format!("coherence: {rounds} rounds, {} readers", cpus - 1);
-    assert!(
-        run.printed(&summary),
-        "{mode} at {cpus} CPUs: no summary\n{}",
-        run.describe()
+    let summary = run
+        .coherence()
+        .unwrap_or_else(|| panic!("{mode} at {cpus} CPUs: no summary\n{}", run.describe()));
+    assert_eq!(
+        (summary.rounds, summary.readers),
+        (rounds.into(), (cpus - 1).into()),
+        "{mode} at {cpus} CPUs: {summary:?}"
     );
     assert!(
-        run.printed("0 stale reads, 0 lost writes"),
-        "{mode} at {cpus} CPUs: incoherent\n{}",
+        summary.coherent(),
+        "{mode} at {cpus} CPUs: incoherent, {summary:?}\n{}",
         run.describe()
     );
     assert_eq!(run.outcome, Outcome::Success, "{}", run.describe());
@@ -145,14 +147,13 @@ fn coherence_check_catches_missing_flush_ipis() {
         &format!("tlb=ipi tlb.bug=no-flush-ipis {QUARANTINE} exec=coherence:300,2"),
     );
     assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
-    let line = run
-        .serial
-        .iter()
-        .find(|line| line.starts_with("coherence: 300 rounds"))
-        .expect("summary");
+    let summary = run
+        .coherence()
+        .unwrap_or_else(|| panic!("no summary\n{}", run.describe()));
+    assert_eq!(summary.rounds, 300, "{summary:?}");
     assert!(
-        !line.contains("0 stale reads, 0 lost writes"),
-        "the broken kernel went unnoticed: {line}"
+        !summary.coherent(),
+        "the broken kernel went unnoticed: {summary:?}"
     );
 }
 

@@ -185,7 +185,7 @@ fn x2apic_promotes_four_busy_cpus_to_a_global_asid() {
 #[test]
 fn x2apic_targeted_ipis_keep_the_coherence_stress_coherent() {
     let Some(qemu) = qemu10() else { return };
-    let rounds = 1000;
+    let rounds: u32 = 1000;
     let cmdline = format!("tlb=ipi exec=coherence:{rounds},4");
     let (run, label) = Boot {
         cpu: "max",
@@ -194,14 +194,17 @@ fn x2apic_targeted_ipis_keep_the_coherence_stress_coherent() {
     }
     .run(&qemu);
     assert_banner(&run, &label, 4, X2APIC_FEATURE, X2APIC_MODE);
-    assert!(
-        run.printed(&format!("coherence: {rounds} rounds, 3 readers")),
-        "{label}: no summary\n{}",
-        run.describe()
+    let summary = run
+        .coherence()
+        .unwrap_or_else(|| panic!("{label}: no summary\n{}", run.describe()));
+    assert_eq!(
+        (summary.rounds, summary.readers),
+        (u64::from(rounds), 3),
+        "{label}: {summary:?}"
     );
     assert!(
-        run.printed("0 stale reads, 0 lost writes"),
-        "{label}: incoherent\n{}",
+        summary.coherent(),
+        "{label}: incoherent, {summary:?}\n{}",
         run.describe()
     );
     assert_eq!(run.outcome, Outcome::Success, "{label}\n{}", run.describe());

@@ -47,6 +47,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::coherence::CoherenceSummary;
 use crate::report::{self, TestReport};
 
 /// What the kernel prints last when the run passed and nothing ends the
@@ -241,6 +242,11 @@ impl Run {
     /// The kernel's in-kernel test results.
     pub fn test_report(&self) -> TestReport {
         TestReport::parse(&self.serial)
+    }
+
+    /// The coherence stress's summary, if the run printed one.
+    pub fn coherence(&self) -> Option<CoherenceSummary> {
+        CoherenceSummary::find(&self.serial)
     }
 
     /// Whether any serial line contains `text`.

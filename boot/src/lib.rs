@@ -5,13 +5,15 @@
 //! `bootloader` crate. [`qemu`] boots one of them with a chosen CPU model,
 //! CPU count and kernel command line, enforces a timeout and maps QEMU's exit
 //! status to an outcome. [`report`] turns the kernel's `ktest:` lines into
-//! per-test results. [`bochs`] boots the BIOS image under Bochs, for the
+//! per-test results; [`coherence`] reads the coherence stress's summary.
+//! [`bochs`] boots the BIOS image under Bochs, for the
 //! PCID and INVPCID paths QEMU's TCG cannot run. [`cli`] is the `cargo run`
 //! front end; [`bench`](mod@bench) and [`fuzz`] are its subcommands.
 
 pub mod bench;
 pub mod bochs;
 pub mod cli;
+pub mod coherence;
 pub mod fuzz;
 pub mod qemu;
 pub mod report;

@@ -23,6 +23,7 @@ use std::{
 
 use wait_timeout::ChildExt;
 
+use crate::coherence::CoherenceSummary;
 use crate::report::{self, TestReport};
 
 /// QEMU's exit status when the kernel reports success (`0x10 << 1 | 1`).
@@ -546,6 +547,11 @@ impl Run {
     /// The kernel's in-kernel test results.
     pub fn test_report(&self) -> TestReport {
         TestReport::parse(&self.serial)
+    }
+
+    /// The coherence stress's summary, if the run printed one.
+    pub fn coherence(&self) -> Option<CoherenceSummary> {
+        CoherenceSummary::find(&self.serial)
     }
 
     /// Whether any serial line contains `text`.
