@@ -49,7 +49,8 @@ use crate::{
     apic::{IpiKind, LocalApic},
     atomic_cpus::AtomicCpus,
     cpu::without_interrupts,
-    percpu, smp,
+    percpu::{self, PerCpu},
+    smp,
     time::{self, Deadline},
     vectors,
 };
@@ -176,7 +177,7 @@ pub fn call_on_within(
     // inbox holds it and no CPU runs it.
     // SAFETY: `call` outlives every use of the extended reference.
     let queued: QueuedCall = unsafe { core::mem::transmute::<&CrossCall<'_>, QueuedCall>(&call) };
-    post(queued, &remote);
+    post(me, queued, &remote);
     let sent = time::ticks();
     if run_here {
         without_interrupts(work);
@@ -214,11 +215,11 @@ fn run_only_here(work: &(dyn Fn() + Sync), run_here: bool) -> CallSteps {
 }
 
 /// Queues `queued` in the inbox of every CPU in `remote` and sends each an
-/// IPI. (Inlined: it is the hot path of every shootdown, and the profiler
-/// should show it as the caller's.)
+/// IPI, counted as sent by `me`, the calling CPU. (Inlined: it is the hot
+/// path of every shootdown, and the profiler should show it as the
+/// caller's.)
 #[inline(always)]
-fn post(queued: QueuedCall, remote: &CpuSet) {
-    let me = percpu::current();
+fn post(me: &PerCpu, queued: QueuedCall, remote: &CpuSet) {
     let apic = LocalApic::get().expect("the local APIC is set up before cross-calls");
     for cpu in remote {
         let target = smp::cpu(cpu).expect("online CPUs are registered");

@@ -330,22 +330,8 @@ impl TlbHardware for KernelTlb {
     }
 
     fn execute(&self, instruction: Instruction) {
-        // Two choices rely on CR4.PGE being what the kernel told `mm`: an
-        // INVLPG for a kernel page (which reaches it under every PCID only
-        // if it is global, PGE on), and INVPCID type 3 for one (which
-        // drops it only if it is not global, PGE off; `mm` also chooses it
-        // for every non-global entry, where the check costs a CR4 read).
-        let relies_on_pge = match instruction {
-            Instruction::Invlpg { va } => va >= mm::invlpgb::HIGHER_HALF_START,
-            Instruction::InvpcidAllNonGlobal => !state().local.pge,
-            _ => false,
-        };
-        if relies_on_pge {
-            debug_assert_eq!(
-                state().local.pge,
-                hal::tlb::global_pages_enabled(),
-                "CR4.PGE differs from what the instruction choice assumes"
-            );
+        if cfg!(debug_assertions) {
+            check_pge_assumption(instruction);
         }
         hal::tlb::execute(instruction);
     }
@@ -393,5 +379,26 @@ impl TlbHardware for KernelTlb {
         if state().trace {
             trace::print_decision(event);
         }
+    }
+}
+
+/// Two choices rely on CR4.PGE being what the kernel told `mm`: an INVLPG
+/// for a kernel page (which reaches it under every PCID only if it is
+/// global, PGE on), and INVPCID type 3 for one (which drops it only if it
+/// is not global, PGE off; `mm` also chooses it for every non-global entry,
+/// where the check costs a CR4 read). Debug builds check it before such an
+/// instruction; release builds pay nothing on the local flush path.
+fn check_pge_assumption(instruction: Instruction) {
+    let relies_on_pge = match instruction {
+        Instruction::Invlpg { va } => va >= mm::invlpgb::HIGHER_HALF_START,
+        Instruction::InvpcidAllNonGlobal => !state().local.pge,
+        _ => false,
+    };
+    if relies_on_pge {
+        assert_eq!(
+            state().local.pge,
+            hal::tlb::global_pages_enabled(),
+            "CR4.PGE differs from what the instruction choice assumes"
+        );
     }
 }

@@ -8,7 +8,7 @@ use abi::{Errno, PAGE_SIZE, Prot};
 
 use super::{
     process::{Process, ProcessSlot},
-    vm::AddressSpace,
+    vm::{AddressSpace, Sharing},
 };
 use crate::{elf, initrd, memory::heap, tlb};
 use hal::context::ThreadStart;
@@ -75,7 +75,13 @@ fn load(space: &AddressSpace, program: &elf::Elf<'_>, args: &str) -> Result<Firs
     }
 
     let stack_bottom = STACK_TOP - STACK_SIZE;
-    space.map_anonymous(stack_bottom, STACK_SIZE, Prot::READ | Prot::WRITE, true)?;
+    space.map_anonymous(
+        stack_bottom,
+        STACK_SIZE,
+        Prot::READ | Prot::WRITE,
+        true,
+        Sharing::Private,
+    )?;
     // The argument bytes sit at the top of the stack; below them, a
     // 16-byte aligned top minus the return-address slot.
     let args_at = (STACK_TOP - args.len() as u64) & !15;

@@ -16,7 +16,13 @@ use core::{
 use abi::{Errno, MapFlags, Prot, Syscall};
 use mm::MAX_CPUS;
 
-use super::{loader, process::Process, sched, thread::Thread, vm::AddressSpace};
+use super::{
+    loader,
+    process::Process,
+    sched,
+    thread::Thread,
+    vm::{AddressSpace, Sharing},
+};
 use crate::smp;
 use hal::{context::ThreadStart, percpu, time, trap::TrapFrame};
 
@@ -253,11 +259,12 @@ fn mmap(space: &AddressSpace, addr: u64, len: u64, prot: u64, flags: u64) -> Sys
     }
     let protection = Prot::from_bits(prot).ok_or(Errno::Inval)?;
     let fixed = flags.contains(MapFlags::FIXED);
-    if sharing == MapFlags::SHARED {
-        space.map_shared_anonymous(addr, len, protection, fixed)
+    let sharing = if sharing == MapFlags::SHARED {
+        Sharing::Shared
     } else {
-        space.map_anonymous(addr, len, protection, fixed)
-    }
+        Sharing::Private
+    };
+    space.map_anonymous(addr, len, protection, fixed, sharing)
 }
 
 /// `spawn(name, name_len, args, args_len)`: a new process running the

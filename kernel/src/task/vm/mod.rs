@@ -78,6 +78,16 @@ struct Memory {
     regions: BTreeMap<u64, Region>,
 }
 
+/// What `fork` does with a new anonymous region's pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sharing {
+    /// The child gets its own copy, made on the first write
+    /// (`MAP_PRIVATE`).
+    Private,
+    /// Parent and child keep the same frames (`MAP_SHARED`).
+    Shared,
+}
+
 /// How a page fault was resolved.
 #[derive(Debug, PartialEq, Eq)]
 pub enum FaultError {

@@ -21,7 +21,7 @@ use hal::page_table::Leaf;
 use x86_64::structures::paging::PageTableFlags;
 
 use super::{
-    AddressSpace, Frames, Memory, SharedMemory,
+    AddressSpace, Frames, Memory, SharedMemory, Sharing,
     region::{Region, SharedPages, entry_flags},
     regions::{Holes, Inside, MAX_REGION},
     swap,
@@ -58,45 +58,24 @@ impl Memory {
 }
 
 impl AddressSpace {
-    /// `mmap(MAP_PRIVATE)`: a new anonymous region of `len` bytes with
-    /// `prot`, private to this process (copy-on-write across `fork`). With
-    /// `fixed`, exactly at `addr`, replacing whatever was mapped there (as
-    /// one step: another thread sees the old page or the new one, never a
-    /// hole); otherwise wherever there is room.
+    /// `mmap(MAP_ANONYMOUS)`: a new region of `len` bytes with `prot`,
+    /// private to this process (copy-on-write across `fork`) or shared with
+    /// the children `fork` makes from now on. With `fixed`, exactly at
+    /// `addr`, replacing whatever was mapped there (as one step: another
+    /// thread sees the old page or the new one, never a hole); otherwise
+    /// wherever there is room.
     pub fn map_anonymous(
         &self,
         addr: u64,
         len: u64,
         prot: Prot,
         fixed: bool,
-    ) -> Result<u64, Errno> {
-        self.map_new_region(addr, len, prot, fixed, false)
-    }
-
-    /// `mmap(MAP_SHARED)`: as [`Self::map_anonymous`], but the region's
-    /// pages are shared with the children `fork` makes from now on.
-    pub fn map_shared_anonymous(
-        &self,
-        addr: u64,
-        len: u64,
-        prot: Prot,
-        fixed: bool,
-    ) -> Result<u64, Errno> {
-        self.map_new_region(addr, len, prot, fixed, true)
-    }
-
-    fn map_new_region(
-        &self,
-        addr: u64,
-        len: u64,
-        prot: Prot,
-        fixed: bool,
-        shared: bool,
+        sharing: Sharing,
     ) -> Result<u64, Errno> {
         let region = |end| Region {
             end,
             prot,
-            shared: shared.then(|| SharedPages {
+            shared: (sharing == Sharing::Shared).then(|| SharedPages {
                 memory: SharedMemory::new(),
                 first_page: 0,
             }),
