@@ -24,6 +24,7 @@
 
 use core::arch::{asm, global_asm};
 
+use tlb_types::Pcid;
 use x86_64::{PhysAddr, VirtAddr, structures::idt::PageFaultErrorCode};
 
 use crate::{cpu::without_interrupts, paging::translate, phys, stack_walk, trap::TrapFrame};
@@ -261,7 +262,7 @@ pub fn pcide_rules(invlpgb: bool) -> PcideRules {
         let descriptor = [1u64, 0];
         // PCID 0 of the same root first: PCIDE may be cleared with any CR3,
         // but set again only with CR3 bits 11:0 zero.
-        crate::tlb::load_root(PhysAddr::new(root), 0, false);
+        crate::tlb::load_root(PhysAddr::new(root), Pcid::ZERO, false);
         // Clearing PCIDE only changes how translations are tagged (and
         // flushes them); the page table stays the one in use, whose kernel
         // half maps this code, and the end of this function sets it again.
@@ -280,10 +281,10 @@ pub fn pcide_rules(invlpgb: bool) -> PcideRules {
         let invlpgb_without_pcide = invlpgb.then(|| self::invlpgb(0b110, 0, 1 << 16));
         // PCID 0 again, so that setting PCIDE as it was is legal; then the
         // root and PCID this CPU ran with (a flushing load).
-        crate::tlb::load_root(PhysAddr::new(root), 0, false);
+        crate::tlb::load_root(PhysAddr::new(root), Pcid::ZERO, false);
         // SAFETY: CR4 as it was, legal now that CR3 bits 11:0 are zero.
         let set_back = instruction_result(unsafe { probe_write_cr4(cr4) });
-        crate::tlb::load_root(PhysAddr::new(root), pcid, false);
+        crate::tlb::load_root(PhysAddr::new(root), Pcid::new(pcid), false);
         PcideRules {
             set_with_cr3_low_bits,
             invpcid_without_pcide,

@@ -24,10 +24,10 @@ use core::{
     sync::atomic::{AtomicU32, Ordering},
 };
 
-use tlb_types::{Instruction, InvlpgbOperands, invlpgb::FLAG_PCID};
+use tlb_types::{Instruction, InvlpgbOperands, Pcid, invlpgb::FLAG_PCID};
 use x86_64::{
     PhysAddr, VirtAddr,
-    instructions::tlb::{InvPcidCommand, Pcid},
+    instructions::tlb::{InvPcidCommand, Pcid as X86Pcid},
     registers::{
         control::{Cr3, Cr4, Cr4Flags},
         model_specific::{Efer, EferFlags},
@@ -65,13 +65,12 @@ pub fn invlpg(va: u64) {
 /// on, `keep_entries` decides whether the entries already tagged `pcid`
 /// survive the load. (Runs at every address-space switch: the caller knows
 /// whether PCIDs are on, so CR4 is only read to check it in debug builds.)
-pub fn load_root(root: PhysAddr, pcid: u16, keep_entries: bool) {
-    debug_assert!(pcid < 1 << 12, "PCID {pcid} exceeds 12 bits");
+pub fn load_root(root: PhysAddr, pcid: Pcid, keep_entries: bool) {
     debug_assert!(
-        (pcid == 0 && !keep_entries) || pcids_enabled(),
+        (pcid == Pcid::ZERO && !keep_entries) || pcids_enabled(),
         "PCID {pcid} or the keep bit while CR4.PCIDE is clear"
     );
-    let mut value = root.as_u64() | u64::from(pcid);
+    let mut value = root.as_u64() | u64::from(pcid.get());
     if keep_entries {
         value |= CR3_KEEP_ENTRIES;
     }
@@ -88,12 +87,12 @@ pub fn load_root(root: PhysAddr, pcid: u16, keep_entries: bool) {
 /// entries (all non-global entries without PCIDs).
 pub fn reload_root() {
     let (frame, pcid) = Cr3::read_raw();
-    load_root(frame.start_address(), pcid, false);
+    load_root(frame.start_address(), Pcid::new(pcid), false);
 }
 
 /// The PCID in CR3 (0 without PCIDs).
-pub fn current_pcid() -> u16 {
-    Cr3::read_raw().1
+pub fn current_pcid() -> Pcid {
+    Pcid::new(Cr3::read_raw().1)
 }
 
 /// Flips CR4.PGE and flips it back: any write to CR4 that changes PGE drops
@@ -144,7 +143,7 @@ pub fn enable_pcids() {
     );
     // PCIDE may only be set while CR3's PCID field is 0: reload the current
     // root with PCID 0 first (a flush of the non-global entries, harmless).
-    load_root(Cr3::read().0.start_address(), 0, false);
+    load_root(Cr3::read().0.start_address(), Pcid::ZERO, false);
     // The caller checked CPUID for PCID, we are in long mode, and CR3[11:0]
     // is 0: the three conditions under which setting PCIDE is defined.
     // SAFETY: PCID is supported and CR3's PCID is 0.
@@ -172,15 +171,21 @@ fn invpcid(command: InvPcidCommand) {
 
 /// INVPCID type 0: the non-global entry of the page containing `va` tagged
 /// `pcid`. Needs INVPCID.
-pub fn invpcid_address(pcid: u16, va: u64) {
-    let pcid = Pcid::new(pcid).expect("mm hands out 12-bit PCIDs");
-    invpcid(InvPcidCommand::Address(VirtAddr::new_truncate(va), pcid));
+pub fn invpcid_address(pcid: Pcid, va: u64) {
+    invpcid(InvPcidCommand::Address(
+        VirtAddr::new_truncate(va),
+        x86_pcid(pcid),
+    ));
 }
 
 /// INVPCID type 1: every non-global entry tagged `pcid`. Needs INVPCID.
-pub fn invpcid_single(pcid: u16) {
-    let pcid = Pcid::new(pcid).expect("mm hands out 12-bit PCIDs");
-    invpcid(InvPcidCommand::Single(pcid));
+pub fn invpcid_single(pcid: Pcid) {
+    invpcid(InvPcidCommand::Single(x86_pcid(pcid)));
+}
+
+/// The `x86_64` crate's name for `pcid` (which it checks again: 12 bits).
+fn x86_pcid(pcid: Pcid) -> X86Pcid {
+    X86Pcid::new(pcid.get()).expect("a Pcid has 12 bits")
 }
 
 /// INVPCID type 3: every non-global entry of every PCID. Needs INVPCID.

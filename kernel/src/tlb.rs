@@ -112,7 +112,10 @@ fn config_for(options: &TlbOptions) -> TlbConfig {
         ..TlbConfig::default()
     };
     if let Some(limit) = options.global_asids {
-        config.global_asid_limit = (mm::FIRST_GLOBAL_ASID + limit).min(mm::MAX_ASID_AVAILABLE);
+        config.global_asid_limit = mm::FIRST_GLOBAL_ASID
+            .get()
+            .saturating_add(limit)
+            .min(mm::MAX_ASID_AVAILABLE);
     }
     config
 }

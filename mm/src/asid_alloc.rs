@@ -24,6 +24,9 @@
 
 use crate::asid::{Asid, FIRST_GLOBAL_ASID, MAX_ASID_AVAILABLE};
 
+/// The bitmaps and the cursor count in plain numbers; ASIDs are made at the boundary.
+const FIRST: u16 = FIRST_GLOBAL_ASID.get();
+
 const WORDS: usize = (MAX_ASID_AVAILABLE as usize).div_ceil(64);
 
 /// Used/freed bitmaps over the global ASID space (see the module docs).
@@ -32,11 +35,11 @@ pub struct GlobalAsidAllocator {
     used: [u64; WORDS],
     freed: [u64; WORDS],
     /// Where the next search starts.
-    cursor: Asid,
+    cursor: u16,
     /// Never-used plus freed ASIDs in `FIRST_GLOBAL_ASID..limit`.
     available: usize,
     /// Exclusive upper bound; `MAX_ASID_AVAILABLE` unless shrunk for tests or policy.
-    limit: Asid,
+    limit: u16,
 }
 
 impl Default for GlobalAsidAllocator {
@@ -45,11 +48,11 @@ impl Default for GlobalAsidAllocator {
     }
 }
 
-fn bit(map: &[u64; WORDS], asid: Asid) -> bool {
+fn bit(map: &[u64; WORDS], asid: u16) -> bool {
     map[asid as usize / 64] & (1 << (asid % 64)) != 0
 }
 
-fn set(map: &mut [u64; WORDS], asid: Asid, on: bool) {
+fn set(map: &mut [u64; WORDS], asid: u16, on: bool) {
     let m = 1u64 << (asid % 64);
     if on {
         map[asid as usize / 64] |= m;
@@ -61,16 +64,16 @@ fn set(map: &mut [u64; WORDS], asid: Asid, on: bool) {
 impl GlobalAsidAllocator {
     /// An allocator over `FIRST_GLOBAL_ASID..limit`. `limit` may be lowered (tests use tiny
     /// spaces to force rollovers and exhaustion) but never raised past `MAX_ASID_AVAILABLE`.
-    pub fn new(limit: Asid) -> Self {
+    pub fn new(limit: u16) -> Self {
         assert!(
-            limit > FIRST_GLOBAL_ASID && limit <= MAX_ASID_AVAILABLE,
+            limit > FIRST && limit <= MAX_ASID_AVAILABLE,
             "global ASID limit {limit} outside {FIRST_GLOBAL_ASID}+1..={MAX_ASID_AVAILABLE}"
         );
         Self {
             used: [0; WORDS],
             freed: [0; WORDS],
-            cursor: FIRST_GLOBAL_ASID,
-            available: (limit - FIRST_GLOBAL_ASID) as usize,
+            cursor: FIRST,
+            available: usize::from(limit - FIRST),
             limit,
         }
     }
@@ -81,12 +84,12 @@ impl GlobalAsidAllocator {
     }
 
     /// The exclusive upper bound of this allocator's range.
-    pub fn limit(&self) -> Asid {
+    pub fn limit(&self) -> u16 {
         self.limit
     }
 
     /// First ASID in `from..to` whose `used` bit is clear.
-    fn find_unused(&self, from: Asid, to: Asid) -> Option<Asid> {
+    fn find_unused(&self, from: u16, to: u16) -> Option<u16> {
         (from..to).find(|&a| !bit(&self.used, a))
     }
 
@@ -99,7 +102,7 @@ impl GlobalAsidAllocator {
         }
         // Invariant: every ASID in `FIRST_GLOBAL_ASID..cursor` is marked used, so searching
         // forward from the cursor finds every never-used ASID (nothing is stranded below it).
-        debug_assert!(self.find_unused(FIRST_GLOBAL_ASID, self.cursor).is_none());
+        debug_assert!(self.find_unused(FIRST, self.cursor).is_none());
         let asid = match self.find_unused(self.cursor, self.limit) {
             Some(a) => a,
             None => {
@@ -109,34 +112,38 @@ impl GlobalAsidAllocator {
                     *u &= !*f;
                     *f = 0;
                 }
-                self.find_unused(FIRST_GLOBAL_ASID, self.limit)
+                self.find_unused(FIRST, self.limit)
                     .expect("available > 0 but no freed ASID: accounting broken")
             }
         };
-        debug_assert!((FIRST_GLOBAL_ASID..self.limit).contains(&asid));
+        debug_assert!((FIRST..self.limit).contains(&asid));
         set(&mut self.used, asid, true);
         self.available -= 1;
         self.cursor = if asid + 1 >= self.limit {
-            FIRST_GLOBAL_ASID
+            FIRST
         } else {
             asid + 1
         };
-        Some(asid)
+        Some(Asid::new(asid))
     }
 
     /// Gives `asid` back. It becomes allocatable only after the next rollover flush. The
     /// caller guarantees that no CPU still has an address space loaded with this ASID.
     pub fn free(&mut self, asid: Asid) {
+        let number = asid.get();
         assert!(
-            (FIRST_GLOBAL_ASID..self.limit).contains(&asid),
+            (FIRST..self.limit).contains(&number),
             "freeing ASID {asid} outside the global range"
         );
         assert!(
-            bit(&self.used, asid),
+            bit(&self.used, number),
             "freeing global ASID {asid} that is not allocated"
         );
-        assert!(!bit(&self.freed, asid), "double free of global ASID {asid}");
-        set(&mut self.freed, asid, true);
+        assert!(
+            !bit(&self.freed, number),
+            "double free of global ASID {asid}"
+        );
+        set(&mut self.freed, number, true);
         self.available += 1;
     }
 
@@ -145,17 +152,18 @@ impl GlobalAsidAllocator {
     #[doc(hidden)]
     pub fn free_without_rollover(&mut self, asid: Asid) {
         self.free(asid);
-        set(&mut self.freed, asid, false);
-        set(&mut self.used, asid, false);
+        set(&mut self.freed, asid.get(), false);
+        set(&mut self.used, asid.get(), false);
         // Keep the cursor invariant (everything below it is used).
-        self.cursor = self.cursor.min(asid);
+        self.cursor = self.cursor.min(asid.get());
     }
 
     /// Whether `asid` is allocated to a live address space.
     pub fn is_allocated(&self, asid: Asid) -> bool {
-        (FIRST_GLOBAL_ASID..self.limit).contains(&asid)
-            && bit(&self.used, asid)
-            && !bit(&self.freed, asid)
+        let number = asid.get();
+        (FIRST..self.limit).contains(&number)
+            && bit(&self.used, number)
+            && !bit(&self.freed, number)
     }
 }
 
@@ -172,7 +180,7 @@ mod tests {
         assert_eq!(a.available(), GLOBAL_ASID_COUNT, "no off-by-one at start");
         let mut seen = BTreeSet::new();
         while let Some(asid) = a.allocate(|| panic!("no rollover while never-used remain")) {
-            assert!((FIRST_GLOBAL_ASID..MAX_ASID_AVAILABLE).contains(&asid));
+            assert!((FIRST..MAX_ASID_AVAILABLE).contains(&asid.get()));
             assert!(seen.insert(asid), "ASID {asid} handed out twice");
         }
         assert_eq!(seen.len(), GLOBAL_ASID_COUNT);
@@ -183,21 +191,21 @@ mod tests {
     /// Checklist item 18: a freed ASID comes back only after a rollover flush.
     #[test]
     fn freed_asid_reused_only_after_rollover() {
-        let mut a = GlobalAsidAllocator::new(FIRST_GLOBAL_ASID + 4);
+        let mut a = GlobalAsidAllocator::new(FIRST + 4);
         let got: Vec<_> = (0..4).map(|_| a.allocate(|| panic!()).unwrap()).collect();
-        assert_eq!(got, [6, 7, 8, 9]);
-        a.free(7);
-        assert!(!a.is_allocated(7));
+        assert_eq!(got, [6, 7, 8, 9].map(Asid::new));
+        a.free(Asid::new(7));
+        assert!(!a.is_allocated(Asid::new(7)));
         let mut flushed = false;
         // Space: 6..10 all in use, 7 freed. It must not come back without the flush.
-        assert_eq!(a.allocate(|| flushed = true), Some(7));
+        assert_eq!(a.allocate(|| flushed = true), Some(Asid::new(7)));
         assert!(flushed, "rollover flush ran before 7 was handed out again");
     }
 
     /// One rollover returns every freed ASID; later allocations need no further flush.
     #[test]
     fn one_rollover_returns_every_freed_asid() {
-        let mut a = GlobalAsidAllocator::new(FIRST_GLOBAL_ASID + 8);
+        let mut a = GlobalAsidAllocator::new(FIRST + 8);
         for _ in 0..3 {
             a.allocate(|| panic!()).unwrap();
         }
@@ -205,17 +213,17 @@ mod tests {
         for _ in 0..5 {
             a.allocate(|| panic!()).unwrap();
         }
-        a.free(6);
+        a.free(Asid::new(6));
         let mut flushes = 0;
-        assert_eq!(a.allocate(|| flushes += 1), Some(6));
+        assert_eq!(a.allocate(|| flushes += 1), Some(Asid::new(6)));
         assert_eq!(flushes, 1);
         // After the rollover nothing is freed; free two and allocate: one more rollover.
-        a.free(10);
-        a.free(12);
-        assert_eq!(a.allocate(|| flushes += 1), Some(10));
+        a.free(Asid::new(10));
+        a.free(Asid::new(12));
+        assert_eq!(a.allocate(|| flushes += 1), Some(Asid::new(10)));
         assert_eq!(flushes, 2);
         // 12 was returned to the pool by that same rollover: no flush needed now.
-        assert_eq!(a.allocate(|| flushes += 1), Some(12));
+        assert_eq!(a.allocate(|| flushes += 1), Some(Asid::new(12)));
         assert_eq!(flushes, 2);
         assert_eq!(a.allocate(|| flushes += 1), None);
     }
@@ -223,7 +231,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "double free")]
     fn double_free_panics() {
-        let mut a = GlobalAsidAllocator::new(FIRST_GLOBAL_ASID + 2);
+        let mut a = GlobalAsidAllocator::new(FIRST + 2);
         let x = a.allocate(|| {}).unwrap();
         a.free(x);
         a.free(x);
@@ -241,7 +249,7 @@ mod tests {
             (6, MAX_ASID_AVAILABLE),
         ] {
             let mut a = GlobalAsidAllocator::new(limit);
-            let size = (limit - FIRST_GLOBAL_ASID) as usize;
+            let size = usize::from(limit - FIRST);
             let mut live: BTreeSet<Asid> = BTreeSet::new();
             let mut pending: BTreeSet<Asid> = BTreeSet::new(); // freed, not yet flushed
             let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
@@ -259,7 +267,7 @@ mod tests {
                     match got {
                         Some(asid) => {
                             assert!(
-                                (FIRST_GLOBAL_ASID..limit).contains(&asid),
+                                (FIRST..limit).contains(&asid.get()),
                                 "seed {seed} step {step}"
                             );
                             assert!(
@@ -287,7 +295,7 @@ mod tests {
                 }
                 assert_eq!(a.available(), size - live.len(), "seed {seed} step {step}");
                 if step % 64 == 0 {
-                    for asid in FIRST_GLOBAL_ASID..limit {
+                    for asid in (FIRST..limit).map(Asid::new) {
                         assert_eq!(a.is_allocated(asid), live.contains(&asid));
                     }
                 }

@@ -38,6 +38,7 @@ pub struct AddressSpaceTlb {
     pub(crate) root: PageTableRoot,
     pub(crate) tlb_gen: AtomicU64,
     pub(crate) cpus: AtomicCpuSet,
+    /// The global ASID's number, 0 for none (ASID 0 is a dynamic slot, never global).
     pub(crate) global_asid: AtomicU16,
     pub(crate) asid_transition: AtomicBool,
     /// Earliest time (in [`crate::TlbHardware::now`] ticks) of the next CPU-set trim.
@@ -84,7 +85,7 @@ impl AddressSpaceTlb {
     pub fn global_asid(&self) -> Option<Asid> {
         match self.global_asid.load(Ordering::Acquire) {
             0 => None,
-            asid => Some(asid),
+            asid => Some(Asid::new(asid)),
         }
     }
 

@@ -27,7 +27,7 @@
 //! `local = 5`, flush A (full, `new = 6`) and flush B (one page, `new = 7`); B arrives first,
 //! a partial flush records 7, then A finds `6 <= 7` and does nothing, so A's pages stay.
 
-use crate::asid::{Asid, is_global_asid, pcid_of};
+use crate::asid::Asid;
 use crate::context::{AddressSpaceTlb, CTX_KERNEL, CTX_NONE};
 use crate::counters::Counters;
 use crate::faults::Fault;
@@ -116,7 +116,7 @@ impl TlbSystem<'_> {
             asid = st.loaded_asid.load(Ordering::Relaxed);
         }
         // 5. Broadcast invalidations keep global ASIDs current.
-        (!is_global_asid(asid)).then_some(asid)
+        (!asid.is_global()).then_some(asid)
     }
 
     /// Step 6 of the handler: brings this CPU's `asid`, which holds `mm`, up to `mm`'s
@@ -131,7 +131,7 @@ impl TlbSystem<'_> {
         range: FlushRange,
     ) {
         let st = &self.cpus[hw.current_cpu()];
-        let slot = &st.slots[asid as usize];
+        let slot = &st.slots[asid.slot().expect("a global ASID never catches up")];
         let local = slot.tlb_gen.load(Ordering::Relaxed);
         if new_gen <= local {
             // Already caught up, by a later request or a switch-in.
@@ -181,7 +181,7 @@ impl TlbSystem<'_> {
 
     /// Every non-global entry this CPU holds under `asid`.
     fn flush_whole_pcid(&self, hw: &impl TlbHardware, asid: Asid) {
-        self.local(hw, LocalOp::Pcid(pcid_of(asid)));
+        self.local(hw, LocalOp::Pcid(asid.pcid()));
         Counters::bump(
             &self.cpus[hw.current_cpu()].counters().local_full_flushes,
             1,

@@ -34,7 +34,7 @@
 //!   global PCID on every CPU, and the PCID holds nothing of a previous owner (it was never
 //!   used since the last rollover flush).
 
-use crate::asid::{Asid, is_global_asid, pcid_of};
+use crate::asid::Asid;
 use crate::context::{AddressSpaceTlb, CTX_NONE, CTX_SWITCHING};
 use crate::counters::{Counters, TraceEvent, TraceReason};
 use crate::faults::Fault;
@@ -132,7 +132,7 @@ impl TlbSystem<'_> {
         } else {
             Ordering::Release
         };
-        mm.global_asid.store(asid, publish);
+        mm.global_asid.store(asid.get(), publish);
         Counters::bump(&counters.promotions, 1);
         hw.trace(&TraceEvent {
             initiator: me,
@@ -153,7 +153,7 @@ impl TlbSystem<'_> {
         asid: Asid,
         request: &FlushRequest<'_>,
     ) {
-        let pcid = pcid_of(asid);
+        let pcid = asid.pcid();
         match request.range {
             FlushRange::All => backend.flush_pcid(pcid),
             FlushRange::Range {
@@ -222,7 +222,7 @@ impl TlbSystem<'_> {
         Counters::bump(&counters.ipis_received, 1);
         let current = match st.loaded.load(Ordering::Relaxed) {
             CTX_NONE => None,
-            _ => Some(pcid_of(st.loaded_asid.load(Ordering::Relaxed))),
+            _ => Some(st.loaded_asid.load(Ordering::Relaxed).pcid()),
         };
         match *op {
             BroadcastOp::PcidRange {
@@ -264,6 +264,6 @@ impl TlbSystem<'_> {
     pub fn cpu_on_global_asid(&self, cpu: CpuId) -> bool {
         let st = &self.cpus[cpu];
         st.loaded.load(Ordering::Acquire) != CTX_NONE
-            && is_global_asid(st.loaded_asid.load(Ordering::Acquire))
+            && st.loaded_asid.load(Ordering::Acquire).is_global()
     }
 }

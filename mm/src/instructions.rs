@@ -116,7 +116,7 @@ pub fn select(
         },
         LocalOp::Load { root, .. } => LoadCr3 {
             root,
-            pcid: 0,
+            pcid: Pcid::ZERO,
             keep: false,
         },
     }
@@ -127,7 +127,13 @@ impl TlbSystem<'_> {
     /// of this CPU, and hands that to `hw` to execute. The one way `mm` touches a local TLB.
     pub(crate) fn local(&self, hw: &impl TlbHardware, op: LocalOp) {
         debug_assert!(
-            !matches!(op, LocalOp::Load { pcid: 0, .. }),
+            !matches!(
+                op,
+                LocalOp::Load {
+                    pcid: Pcid::ZERO,
+                    ..
+                }
+            ),
             "PCID 0 is never used for an address space"
         );
         hw.execute(select(
@@ -153,13 +159,16 @@ mod tests {
     }
 
     fn chosen(op: LocalOp, cpu: LocalTlb) -> [Instruction; 1] {
-        [select(op, cpu, || 3, &Faults::new())]
+        [select(op, cpu, || Pcid::new(3), &Faults::new())]
     }
 
     #[test]
     fn without_pcids_a_cr3_reload_flushes_every_tag() {
         for cpu in states().filter(|cpu| !cpu.pcide) {
-            assert_eq!(chosen(LocalOp::Pcid(7), cpu), [Instruction::ReloadCr3]);
+            assert_eq!(
+                chosen(LocalOp::Pcid(Pcid::new(7)), cpu),
+                [Instruction::ReloadCr3]
+            );
             assert_eq!(chosen(LocalOp::AllNonGlobal, cpu), [Instruction::ReloadCr3]);
             assert_eq!(
                 chosen(LocalOp::KernelPage { va: 0x5000 }, cpu),
@@ -169,14 +178,14 @@ mod tests {
                 chosen(
                     LocalOp::Load {
                         root: PageTableRoot::new(0x9000),
-                        pcid: 4,
+                        pcid: Pcid::new(4),
                         flush: false
                     },
                     cpu
                 ),
                 [Instruction::LoadCr3 {
                     root: PageTableRoot::new(0x9000),
-                    pcid: 0,
+                    pcid: Pcid::ZERO,
                     keep: false
                 }]
             );
@@ -190,12 +199,18 @@ mod tests {
             pge: true,
             invpcid: false,
         };
-        assert_eq!(chosen(LocalOp::Pcid(3), cpu), [Instruction::ReloadCr3]);
-        assert_eq!(chosen(LocalOp::Pcid(7), cpu), [Instruction::TogglePge]);
+        assert_eq!(
+            chosen(LocalOp::Pcid(Pcid::new(3)), cpu),
+            [Instruction::ReloadCr3]
+        );
+        assert_eq!(
+            chosen(LocalOp::Pcid(Pcid::new(7)), cpu),
+            [Instruction::TogglePge]
+        );
         cpu.invpcid = true;
         assert_eq!(
-            chosen(LocalOp::Pcid(7), cpu),
-            [Instruction::InvpcidSingle { pcid: 7 }]
+            chosen(LocalOp::Pcid(Pcid::new(7)), cpu),
+            [Instruction::InvpcidSingle { pcid: Pcid::new(7) }]
         );
     }
 
@@ -233,7 +248,7 @@ mod tests {
     fn loads_keep_entries_only_with_pcids() {
         let load = |flush| LocalOp::Load {
             root: PageTableRoot::new(0x9000),
-            pcid: 4,
+            pcid: Pcid::new(4),
             flush,
         };
         let cpu = LocalTlb {
@@ -245,7 +260,7 @@ mod tests {
             chosen(load(false), cpu),
             [Instruction::LoadCr3 {
                 root: PageTableRoot::new(0x9000),
-                pcid: 4,
+                pcid: Pcid::new(4),
                 keep: true
             }]
         );
@@ -253,7 +268,7 @@ mod tests {
             chosen(load(true), cpu),
             [Instruction::LoadCr3 {
                 root: PageTableRoot::new(0x9000),
-                pcid: 4,
+                pcid: Pcid::new(4),
                 keep: false
             }]
         );
@@ -269,12 +284,12 @@ mod tests {
         let faults = Faults::new();
         faults.set(Fault::EverythingByCr3Reload, true);
         faults.set(Fault::KernelPageByPcidInvpcid, true);
-        let pick = |op| [select(op, cpu, || 3, &faults)];
+        let pick = |op| [select(op, cpu, || Pcid::new(3), &faults)];
         assert_eq!(pick(LocalOp::Everything), [Instruction::ReloadCr3]);
         assert_eq!(
             pick(LocalOp::KernelPage { va: 0x5000 }),
             [Instruction::InvpcidAddress {
-                pcid: 3,
+                pcid: Pcid::new(3),
                 va: 0x5000
             }]
         );

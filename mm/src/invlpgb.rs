@@ -40,12 +40,11 @@ pub fn encode(addr: u64, flags: u64, pages: u32, stride_2m: bool, pcid: Pcid) ->
         (1..=0x1_0000).contains(&pages),
         "INVLPGB page count {pages} out of range"
     );
-    assert!(u32::from(pcid) < 1 << 12, "PCID {pcid} exceeds 12 bits");
     assert_eq!(flags & !0x3f, 0, "unknown INVLPGB flags {flags:#x}");
     InvlpgbOperands {
         rax: addr | flags | FLAG_ASID,
         ecx: (u32::from(stride_2m) << 31) | (pages - 1),
-        edx: u32::from(pcid) << 16,
+        edx: u32::from(pcid.get()) << 16,
     }
 }
 
@@ -62,17 +61,23 @@ pub fn single_pcid(pcid: Pcid) -> InvlpgbOperands {
 /// `pages` kernel pages from `addr`, global entries included, every PCID. The VA flag is
 /// set (Linux once forgot it, turning every kernel range flush into a flush of everything).
 pub fn kernel_range(addr: u64, pages: u32) -> InvlpgbOperands {
-    encode(addr, FLAG_VA | FLAG_INCLUDE_GLOBAL, pages, false, 0)
+    encode(
+        addr,
+        FLAG_VA | FLAG_INCLUDE_GLOBAL,
+        pages,
+        false,
+        Pcid::ZERO,
+    )
 }
 
 /// Everything, global entries included.
 pub fn all_including_global() -> InvlpgbOperands {
-    encode(0, FLAG_INCLUDE_GLOBAL, 1, false, 0)
+    encode(0, FLAG_INCLUDE_GLOBAL, 1, false, Pcid::ZERO)
 }
 
 /// Every non-global entry of every PCID (rollovers and reclaim batches).
 pub fn all_nonglobals() -> InvlpgbOperands {
-    encode(0, 0, 1, false, 0)
+    encode(0, 0, 1, false, Pcid::ZERO)
 }
 
 /// The CPU's INVLPGB limit: pages one instruction may cover.

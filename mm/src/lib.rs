@@ -71,7 +71,7 @@
 //! |---|---|
 //! | `sync.rs` | where atomics and locks come from (switchable to `loom`) |
 //! | `cpu_set.rs` | [`AtomicCpuSet`]: which CPUs may hold an address space (the plain [`CpuSet`] is `tlb_types`') |
-//! | `asid.rs` | ASIDs, PCIDs, PCID = ASID + 1 |
+//! | `asid.rs` | [`Asid`]: dynamic and global ASIDs, PCID = ASID + 1 |
 //! | `asid_alloc.rs` | [`GlobalAsidAllocator`]: used/freed bitmaps, rollover |
 //! | `context.rs` | [`AddressSpaceTlb`]: id, flush generation, CPU set, global ASID |
 //! | `percpu.rs` | [`CpuTlbState`]: loaded context, lazy flag, six ASID slots |
@@ -213,10 +213,7 @@ mod system;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
-pub use asid::{
-    Asid, DYN_ASIDS, FIRST_GLOBAL_ASID, GLOBAL_ASID_COUNT, MAX_ASID_AVAILABLE, is_dynamic_asid,
-    is_global_asid, pcid_of,
-};
+pub use asid::{Asid, DYN_ASIDS, FIRST_GLOBAL_ASID, GLOBAL_ASID_COUNT, MAX_ASID_AVAILABLE};
 pub use asid_alloc::GlobalAsidAllocator;
 pub use batch::FlushBatch;
 pub use context::{AddressSpaceTlb, CTX_KERNEL, CTX_NONE, CTX_SWITCHING};

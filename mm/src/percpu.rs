@@ -20,12 +20,12 @@
 //! The slots carry the central invariant: *this CPU's TLB holds no entry for slot i that is
 //! staler than generation `slots[i].tlb_gen` of address space `slots[i].ctx_id`.*
 
-use crate::asid::{Asid, DYN_ASIDS};
+use crate::asid::{Asid, AtomicAsid, DYN_ASIDS};
 use crate::context::CTX_NONE;
 #[cfg(doc)]
 use crate::context::CTX_SWITCHING;
 use crate::counters::Counters;
-use crate::sync::{AtomicBool, AtomicU8, AtomicU16, AtomicU64, Ordering};
+use crate::sync::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
 /// One dynamic ASID slot: which address space it caches and how fresh that cache is.
 pub(crate) struct AsidSlot {
@@ -41,7 +41,7 @@ pub(crate) struct AsidSlot {
 #[repr(align(64))]
 pub struct CpuTlbState {
     pub(crate) loaded: AtomicU64,
-    pub(crate) loaded_asid: AtomicU16,
+    pub(crate) loaded_asid: AtomicAsid,
     pub(crate) is_lazy: AtomicBool,
     pub(crate) slots: [AsidSlot; DYN_ASIDS],
     pub(crate) next_asid: AtomicU8,
@@ -59,7 +59,7 @@ impl CpuTlbState {
     pub fn new() -> Self {
         Self {
             loaded: AtomicU64::new(CTX_NONE),
-            loaded_asid: AtomicU16::new(0),
+            loaded_asid: AtomicAsid::new(Asid::of_slot(0)),
             is_lazy: AtomicBool::new(false),
             slots: core::array::from_fn(|_| AsidSlot {
                 ctx_id: AtomicU64::new(CTX_NONE),
@@ -99,8 +99,8 @@ impl CpuTlbState {
         &self.counters
     }
 
-    pub(crate) fn set_slot(&self, asid: Asid, ctx_id: u64, tlb_gen: u64) {
-        let s = &self.slots[asid as usize];
+    pub(crate) fn set_slot(&self, slot: usize, ctx_id: u64, tlb_gen: u64) {
+        let s = &self.slots[slot];
         s.ctx_id.store(ctx_id, Ordering::Relaxed);
         s.tlb_gen.store(tlb_gen, Ordering::Relaxed);
     }

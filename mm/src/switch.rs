@@ -29,7 +29,7 @@
 //! tables were freed, or an ASID transition is running), the CPU switches to the kernel
 //! address space, so it cannot walk freed page tables speculatively.
 
-use crate::asid::{Asid, DYN_ASIDS, is_dynamic_asid, is_global_asid, pcid_of};
+use crate::asid::{Asid, DYN_ASIDS};
 use crate::context::{AddressSpaceTlb, CTX_KERNEL, CTX_NONE, CTX_SWITCHING};
 use crate::counters::Counters;
 use crate::faults::Fault;
@@ -101,7 +101,7 @@ impl TlbSystem<'_> {
                 generation,
             });
         }
-        if is_global_asid(prev_asid) || !was_lazy {
+        if prev_asid.is_global() || !was_lazy {
             // A global ASID is always current; a thread switch within one address space on
             // a non-lazy CPU changes nothing the TLB cares about.
             return None;
@@ -110,7 +110,9 @@ impl TlbSystem<'_> {
         // if it read `is_lazy == true` and skipped us, we see its bump.
         self.switch_fence();
         let generation = next.tlb_gen.load(Ordering::Relaxed);
-        let slot_gen = st.slots[prev_asid as usize].tlb_gen.load(Ordering::Relaxed);
+        let slot_gen = st.slots[prev_asid.slot().expect("a dynamic ASID")]
+            .tlb_gen
+            .load(Ordering::Relaxed);
         (slot_gen != generation).then_some(NextLoad {
             asid: prev_asid,
             flush: true,
@@ -157,8 +159,8 @@ impl TlbSystem<'_> {
         load: NextLoad,
     ) {
         if load.flush {
-            if is_dynamic_asid(load.asid) {
-                st.set_slot(load.asid, next.ctx_id, load.generation);
+            if let Some(slot) = load.asid.slot() {
+                st.set_slot(slot, next.ctx_id, load.generation);
             }
             Counters::bump(&st.counters().switch_flushes, 1);
         }
@@ -166,7 +168,7 @@ impl TlbSystem<'_> {
             hw,
             LocalOp::Load {
                 root: next.root,
-                pcid: pcid_of(load.asid),
+                pcid: load.asid.pcid(),
                 flush: load.flush,
             },
         );
@@ -200,18 +202,18 @@ impl TlbSystem<'_> {
             return (global, !hw.local_tlb().pcide);
         }
         if !hw.local_tlb().pcide {
-            return (0, true);
+            return (Asid::of_slot(0), true);
         }
         for (i, slot) in st.slots.iter().enumerate() {
             if slot.ctx_id.load(Ordering::Relaxed) == next.ctx_id {
                 let stale = slot.tlb_gen.load(Ordering::Relaxed) < generation;
-                return (i as Asid, stale);
+                return (Asid::of_slot(i), stale);
             }
         }
         let victim = st.next_asid.load(Ordering::Relaxed);
         st.next_asid
             .store((victim + 1) % DYN_ASIDS as u8, Ordering::Relaxed);
-        (Asid::from(victim), true)
+        (Asid::of_slot(usize::from(victim)), true)
     }
 
     /// Whether this CPU runs `mm` under `asid` although `mm` has a global ASID now.

@@ -33,7 +33,7 @@ pub struct TlbConfig {
     /// At most one CPU-set trim per address space per this many ticks.
     pub trim_interval: u64,
     /// Exclusive upper bound of the global ASID space (lower it to test exhaustion).
-    pub global_asid_limit: Asid,
+    pub global_asid_limit: u16,
 }
 
 impl Default for TlbConfig {
@@ -124,6 +124,7 @@ impl<'a> TlbSystem<'a> {
         let mut asids = self.asids.lock();
         let asid = mm.global_asid.swap(0, Ordering::AcqRel);
         if asid != 0 {
+            let asid = Asid::new(asid);
             if self.faults.has(Fault::ReuseGlobalAsidBeforeRollover) {
                 asids.free_without_rollover(asid);
             } else {
@@ -138,7 +139,7 @@ impl<'a> TlbSystem<'a> {
     pub fn init_cpu(&self, hw: &impl TlbHardware) {
         let st = &self.cpus[hw.current_cpu()];
         for i in 0..st.slots.len() {
-            st.set_slot(i as Asid, 0, 0);
+            st.set_slot(i, 0, 0);
         }
         st.set_slot(0, CTX_KERNEL, self.kernel.tlb_gen());
         st.next_asid.store(1, Ordering::Relaxed);
@@ -147,12 +148,12 @@ impl<'a> TlbSystem<'a> {
             hw,
             LocalOp::Load {
                 root: self.kernel.root,
-                pcid: crate::asid::pcid_of(0),
+                pcid: Asid::of_slot(0).pcid(),
                 flush: true,
             },
         );
         self.local(hw, LocalOp::Everything);
-        st.loaded_asid.store(0, Ordering::Release);
+        st.loaded_asid.store(Asid::of_slot(0), Ordering::Release);
         st.loaded.store(CTX_KERNEL, Ordering::Release);
     }
 
@@ -193,7 +194,7 @@ impl<'a> TlbSystem<'a> {
     /// [`crate::TlbHardware::broadcast`]).
     pub fn global_asids_in_use(&self) -> usize {
         let asids = self.asids.lock();
-        usize::from(asids.limit() - crate::asid::FIRST_GLOBAL_ASID) - asids.available()
+        usize::from(asids.limit() - crate::asid::FIRST_GLOBAL_ASID.get()) - asids.available()
     }
 
     /// The deliberate-bug switches (tests and demonstrations only).

@@ -16,6 +16,9 @@
 //! `TlbHardware` implementation hands it to `hal`, `hal` runs it. No kernel code translates
 //! one layer's type into the other's.
 //!
+//! The ASID is not here: it is `mm`'s bookkeeping (`mm::Asid`, a type of its own too), and
+//! `hal` only ever sees the PCID that `mm` derives from it.
+//!
 //! Only plain values are here: no atomics (the shared CPU sets of the protocol are `mm`'s,
 //! built on its loom-switchable atomics), no instructions, no policy, no dependencies.
 

@@ -12,20 +12,20 @@ fn golden_encodings() {
     let cases = [
         // user range: VA|PCID|ASID, 3 pages => 2 extra, PCID 7 in EDX[31:16]
         (
-            user_range(7, 0x7fff_0000_0000, 3, false),
+            user_range(Pcid::new(7), 0x7fff_0000_0000, 3, false),
             0x7fff_0000_0007,
             0x0000_0002,
             0x0007_0000,
         ),
         // user range, 2 MiB stride, one page
         (
-            user_range(0x0ffe, 0x4000_0000, 1, true),
+            user_range(Pcid::new(0x0ffe), 0x4000_0000, 1, true),
             0x4000_0006 | 1,
             0x8000_0000,
             0x0ffe_0000,
         ),
         // single PCID: PCID|ASID, no VA
-        (single_pcid(42), 0x6, 0, 42 << 16),
+        (single_pcid(Pcid::new(42)), 0x6, 0, 42 << 16),
         // kernel range: VA|GLOBAL|ASID (VA set: the upstream slip avoided)
         (
             kernel_range(0xffff_8000_0010_0000, 33),
@@ -49,7 +49,7 @@ fn golden_encodings() {
 #[test]
 #[should_panic(expected = "not page aligned")]
 fn unaligned_address_rejected() {
-    user_range(1, 0x1001, 1, false);
+    user_range(Pcid::new(1), 0x1001, 1, false);
 }
 
 #[test]
@@ -159,7 +159,13 @@ fn fuzzed_chunking_is_exact_and_clamped() {
                 assert_eq!(c.pages, 1);
             }
             expect = c.addr.saturating_add(u64::from(c.pages) << shift);
-            let _ = encode(c.addr, FLAG_VA | FLAG_PCID, c.pages, c.stride_2m, 1);
+            let _ = encode(
+                c.addr,
+                FLAG_VA | FLAG_PCID,
+                c.pages,
+                c.stride_2m,
+                Pcid::new(1),
+            );
         }
         if end <= LOWER_HALF_END || end > HIGHER_HALF_START {
             assert!(expect >= end, "range {start:#x}..{end:#x} not covered");
@@ -172,9 +178,9 @@ fn fuzzed_chunking_is_exact_and_clamped() {
 #[test]
 fn refusals_follow_the_manual() {
     let limits = InvlpgbLimits::from_cpuid_edx(7);
-    let legal = user_range(5, 0x4000_0000, 8, false);
+    let legal = user_range(Pcid::new(5), 0x4000_0000, 8, false);
     assert_eq!(refusal(&legal, limits, true), None);
-    let too_many = user_range(5, 0x4000_0000, 9, false);
+    let too_many = user_range(Pcid::new(5), 0x4000_0000, 9, false);
     assert!(
         refusal(&too_many, limits, true)
             .unwrap()
@@ -182,7 +188,11 @@ fn refusals_follow_the_manual() {
     );
     assert!(refusal(&legal, limits, false).unwrap().contains("PCID"));
     assert_eq!(
-        refusal(&user_range(0, 0x4000_0000, 1, false), limits, false),
+        refusal(
+            &user_range(Pcid::new(0), 0x4000_0000, 1, false),
+            limits,
+            false
+        ),
         None
     );
     let reserved = InvlpgbOperands {
@@ -194,7 +204,7 @@ fn refusals_follow_the_manual() {
             .unwrap()
             .contains("reserved")
     );
-    let across_the_hole = user_range(5, LOWER_HALF_END - 0x1000, 2, false);
+    let across_the_hole = user_range(Pcid::new(5), LOWER_HALF_END - 0x1000, 2, false);
     assert!(
         refusal(&across_the_hole, limits, true)
             .unwrap()
@@ -202,7 +212,7 @@ fn refusals_follow_the_manual() {
     );
     assert_eq!(
         refusal(
-            &user_range(5, LOWER_HALF_END - 0x1000, 1, false),
+            &user_range(Pcid::new(5), LOWER_HALF_END - 0x1000, 1, false),
             limits,
             true
         ),

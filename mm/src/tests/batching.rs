@@ -1,7 +1,7 @@
 //! Checklist item 20: deferred reclaim batches.
 
-use super::fake::{Machine, Op, cpus, ipis, ops_of, root, system};
-use crate::{BroadcastOp, CpuSet, FlushBatch, TlbConfig, pcid_of};
+use super::fake::{Machine, Op, cpus, ipis, ops_of, pcid_of, root, system};
+use crate::{BroadcastOp, CpuSet, FlushBatch, TlbConfig};
 use tlb_types::Instruction::*;
 
 fn setup_two_spaces(

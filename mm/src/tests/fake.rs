@@ -2,13 +2,18 @@
 
 use crate::{
     BroadcastBackend, BroadcastOp, CpuId, CpuSet, CpuTlbState, FlushRequest, PageTableRoot, Pcid,
-    TlbConfig, TlbHardware, TlbSystem, TraceEvent, asid::pcid_of, instructions::LocalTlb,
+    TlbConfig, TlbHardware, TlbSystem, TraceEvent, asid::Asid, instructions::LocalTlb,
 };
 use std::cell::{Cell, RefCell};
 use std::vec::Vec;
 use tlb_types::Instruction;
 
 pub const KERNEL_ROOT: PageTableRoot = PageTableRoot::new(0x1000);
+
+/// The PCID of ASID number `asid`, for tests that name ASIDs by number.
+pub fn pcid_of(asid: u16) -> Pcid {
+    Asid::new(asid).pcid()
+}
 
 /// The root at `address` (the tests' page tables are only numbers).
 pub fn root(address: u64) -> PageTableRoot {
@@ -165,7 +170,7 @@ impl<'m, 's> TlbHardware for Hw<'m, 's> {
         }
     }
     fn current_pcid(&self) -> Pcid {
-        pcid_of(self.m.sys.cpu(self.cpu).loaded_asid())
+        self.m.sys.cpu(self.cpu).loaded_asid().pcid()
     }
     fn now(&self) -> u64 {
         self.m.now.get()

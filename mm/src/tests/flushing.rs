@@ -1,10 +1,10 @@
 //! The flush request path, the target test and the flush handler.
 
-use super::fake::{Machine, Op, cpus, ipis, ops_of, root, system};
+use super::fake::{Machine, Op, cpus, ipis, ops_of, pcid_of, root, system};
 use crate::sync::Ordering;
 use crate::{
     AddressSpaceTlb, BroadcastOp, CTX_KERNEL, CTX_SWITCHING, CpuSet, Fault, FlushRange,
-    FlushRequest, FlushTarget, TlbConfig, TlbSystem, pcid_of,
+    FlushRequest, FlushTarget, TlbConfig, TlbSystem,
 };
 use std::vec::Vec;
 use tlb_types::Instruction::*;

@@ -2,8 +2,8 @@
 
 use super::fake::{Machine, Op, cpus, ipis, ops_of, root, system};
 use crate::{
-    AddressSpaceTlb, BroadcastOp, CTX_KERNEL, CpuSet, FIRST_GLOBAL_ASID, Fault, FlushRange,
-    TlbConfig, TlbSystem, is_global_asid, pcid_of,
+    AddressSpaceTlb, BroadcastOp, CTX_KERNEL, CpuSet, FIRST_GLOBAL_ASID, Fault, FlushRange, Pcid,
+    TlbConfig, TlbSystem,
 };
 use tlb_types::Instruction::*;
 
@@ -90,7 +90,7 @@ fn promoted(sys: &TlbSystem<'_>, m: &Machine<'_>, address: u64, on: &[usize]) ->
     run_on(sys, m, &a, on);
     let hw = m.cpu(on[0]);
     let asid = sys.use_global_asid(&hw, &a).expect("an ASID");
-    assert!(is_global_asid(asid));
+    assert!(asid.is_global());
     m.take_log();
     a
 }
@@ -120,7 +120,7 @@ fn stragglers_move_over_without_flush() {
     let g = a.global_asid().unwrap();
     sys.flush_tlb_mm_range(&m.cpu(0), &a, page(4), false);
     let log = m.take_log();
-    let gpcid = pcid_of(g);
+    let gpcid = g.pcid();
     assert_eq!(
         ops_of(&log, 0)[0],
         Op::Broadcast(BroadcastOp::PcidRange {
@@ -158,7 +158,7 @@ fn transition_finishes_only_when_all_moved() {
     let a = promoted(&sys, &m, 0xa000, &[0, 1, 2]);
     // CPU 2 moves at its own switch (same address space, needs the global ASID).
     sys.switch_mm(&m.cpu(2), &a);
-    assert!(is_global_asid(sys.cpu(2).loaded_asid()));
+    assert!(sys.cpu(2).loaded_asid().is_global());
     sys.flush_tlb_mm_range(&m.cpu(0), &a, page(4), false);
     assert!(a.in_asid_transition());
     m.take_log();
@@ -171,7 +171,7 @@ fn transition_finishes_only_when_all_moved() {
     let b = sys.new_address_space(root(0xb000));
     run_on(&sys, &m, &b, &[1]);
     run_on(&sys, &m, &a, &[1]);
-    let g = pcid_of(a.global_asid().unwrap());
+    let g = a.global_asid().unwrap().pcid();
     assert_eq!(
         *ops_of(&m.take_log(), 1).last().unwrap(),
         Op::Local(LoadCr3 {
@@ -226,7 +226,7 @@ fn no_ipi_during_transition_mutation_misses_running_stragglers() {
         [],
         "CPU 1 keeps its dynamic ASID and its stale entry"
     );
-    assert!(!is_global_asid(sys.cpu(1).loaded_asid()));
+    assert!(!sys.cpu(1).loaded_asid().is_global());
     assert!(!a.in_asid_transition());
 }
 
@@ -238,7 +238,7 @@ fn rollover_flushes_before_reuse() {
         let sys = system(
             &c,
             TlbConfig {
-                global_asid_limit: FIRST_GLOBAL_ASID + 1,
+                global_asid_limit: FIRST_GLOBAL_ASID.get() + 1,
                 ..config()
             },
         );
@@ -281,7 +281,7 @@ fn software_broadcast_handler_semantics() {
         let cur = sys.cpu(0).loaded_asid();
         m.take_log();
         let hw = m.cpu(0);
-        let mine = pcid_of(cur);
+        let mine = cur.pcid();
         sys.handle_broadcast_ipi(
             &hw,
             &BroadcastOp::PcidRange {
@@ -294,14 +294,14 @@ fn software_broadcast_handler_semantics() {
         sys.handle_broadcast_ipi(
             &hw,
             &BroadcastOp::PcidRange {
-                pcid: 99,
+                pcid: Pcid::new(99),
                 start: 0,
                 end: 2 << 12,
                 stride_shift: 12,
             },
         );
         sys.handle_broadcast_ipi(&hw, &BroadcastOp::Pcid(mine));
-        sys.handle_broadcast_ipi(&hw, &BroadcastOp::Pcid(99));
+        sys.handle_broadcast_ipi(&hw, &BroadcastOp::Pcid(Pcid::new(99)));
         sys.handle_broadcast_ipi(&hw, &BroadcastOp::AllNonGlobal);
         sys.handle_broadcast_ipi(
             &hw,
@@ -322,11 +322,11 @@ fn software_broadcast_handler_semantics() {
         };
         let mut want = std::vec![Op::Local(Invlpg { va: 0 }), Op::Local(Invlpg { va: 4096 })];
         if pcid_on {
-            want.push(flush_pcid(99));
+            want.push(flush_pcid(Pcid::new(99)));
         }
         want.push(flush_pcid(mine));
         if pcid_on {
-            want.push(flush_pcid(99));
+            want.push(flush_pcid(Pcid::new(99)));
         }
         want.extend([
             Op::Local(if pcid_on {
@@ -354,7 +354,7 @@ fn trace_events_name_each_decision() {
     let sys = system(
         &c,
         TlbConfig {
-            global_asid_limit: FIRST_GLOBAL_ASID + 1,
+            global_asid_limit: FIRST_GLOBAL_ASID.get() + 1,
             ..config()
         },
     );

@@ -6,7 +6,7 @@ use std::vec::Vec;
 use tlb_types::InvlpgbOperands;
 
 use crate::{
-    BroadcastOp,
+    BroadcastOp, Pcid,
     invlpgb::{self, InvlpgbLimits},
 };
 
@@ -24,7 +24,7 @@ fn ranges_respect_the_cpu_limit() {
     let limits = InvlpgbLimits::from_cpuid_edx(7);
     let user = sequence(
         BroadcastOp::PcidRange {
-            pcid: 9,
+            pcid: Pcid::new(9),
             start: 0x40_0000,
             end: 0x40_0000 + 20 * 4096,
             stride_shift: 12,
@@ -34,9 +34,9 @@ fn ranges_respect_the_cpu_limit() {
     assert_eq!(
         user,
         [
-            invlpgb::user_range(9, 0x40_0000, 8, false),
-            invlpgb::user_range(9, 0x40_8000, 8, false),
-            invlpgb::user_range(9, 0x41_0000, 4, false),
+            invlpgb::user_range(Pcid::new(9), 0x40_0000, 8, false),
+            invlpgb::user_range(Pcid::new(9), 0x40_8000, 8, false),
+            invlpgb::user_range(Pcid::new(9), 0x41_0000, 4, false),
         ]
     );
     let kernel_base = 0xffff_ff00_0000_0000;
@@ -66,8 +66,8 @@ fn ranges_respect_the_cpu_limit() {
 fn whole_space_operations_are_one_instruction() {
     let limits = InvlpgbLimits::default();
     assert_eq!(
-        sequence(BroadcastOp::Pcid(12), limits),
-        [invlpgb::single_pcid(12)]
+        sequence(BroadcastOp::Pcid(Pcid::new(12)), limits),
+        [invlpgb::single_pcid(Pcid::new(12))]
     );
     assert_eq!(
         sequence(BroadcastOp::AllNonGlobal, limits),

@@ -1,7 +1,7 @@
 //! `switch_mm`, ASID slots and lazy TLB.
 
-use super::fake::{Machine, Op, cpus, ipis, ops_of, root, system};
-use crate::{FlushRange, TlbConfig, pcid_of};
+use super::fake::{Machine, Op, cpus, ipis, ops_of, pcid_of, root, system};
+use crate::{FlushRange, Pcid, TlbConfig};
 use std::vec::Vec;
 use tlb_types::Instruction::*;
 
@@ -99,7 +99,7 @@ fn without_pcid_every_load_flushes_in_asid_0() {
     let b = sys.new_address_space(root(0xb000));
     for mm in [&a, &b, &a] {
         sys.switch_mm(&hw, mm);
-        assert_eq!(sys.cpu(0).loaded_asid(), 0, "ctx {}", mm.ctx_id);
+        assert_eq!(sys.cpu(0).loaded_asid().get(), 0, "ctx {}", mm.ctx_id);
     }
     // CR3 has no PCID field without PCIDE: every load is a flushing one, and `mm` counts
     // each as one.
@@ -110,7 +110,7 @@ fn without_pcid_every_load_flushes_in_asid_0() {
         log.iter().all(|op| matches!(
             op,
             Op::Local(LoadCr3 {
-                pcid: 0,
+                pcid: Pcid::ZERO,
                 keep: false,
                 ..
             })

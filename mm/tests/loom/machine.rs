@@ -34,9 +34,9 @@
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use mm::{
-    AddressSpaceTlb, BroadcastBackend, CpuId, CpuSet, CpuTlbState, DYN_ASIDS, FlushRange,
+    AddressSpaceTlb, Asid, BroadcastBackend, CpuId, CpuSet, CpuTlbState, DYN_ASIDS, FlushRange,
     FlushRequest, FlushTarget, Instruction, PageTableRoot, Pcid, TlbConfig, TlbHardware, TlbSystem,
-    instructions::LocalTlb, pcid_of,
+    instructions::LocalTlb,
 };
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -277,7 +277,7 @@ impl World {
             let st = self.sys.cpu(cpu);
             for slot in 0..DYN_ASIDS {
                 let (ctx, believed) = st.slot(slot);
-                let pcid = pcid_of(slot as u16);
+                let pcid = Asid::of_slot(slot).pcid();
                 if let Some(&(held_ctx, version)) = m.held[cpu].get(&pcid)
                     && held_ctx == ctx
                     && version < believed
@@ -290,14 +290,14 @@ impl World {
             }
             for space in [&self.mm, &self.other] {
                 if let Some(asid) = space.global_asid()
-                    && let Some(&(held_ctx, version)) = m.held[cpu].get(&pcid_of(asid))
+                    && let Some(&(held_ctx, version)) = m.held[cpu].get(&asid.pcid())
                     && held_ctx == space.ctx_id()
                     && version < done(held_ctx)
                 {
                     problems.push(format!(
                         "stale translation: CPU {cpu} global PCID {} of context {held_ctx} \
                          holds version {version}, but the flush to {} returned",
-                        pcid_of(asid),
+                        asid.pcid(),
                         done(held_ctx)
                     ));
                 }
@@ -429,7 +429,7 @@ impl TlbHardware for Hw {
     /// Read straight from the machine (not through `machine()`, which is a scheduling point
     /// loom would explore); with INVPCID it is never asked for anyway.
     fn current_pcid(&self) -> Pcid {
-        self.w.hw.lock().unwrap().current[self.cpu].map_or(0, |(_, pcid)| pcid)
+        self.w.hw.lock().unwrap().current[self.cpu].map_or(Pcid::ZERO, |(_, pcid)| pcid)
     }
     fn now(&self) -> u64 {
         0

@@ -267,7 +267,7 @@ impl Machine {
         let needs_invpcid = |pcid: Pcid| {
             assert!(self.has_invpcid, "INVPCID on a CPU without it (#UD)");
             assert!(
-                pcide || pcid == 0,
+                pcide || pcid == Pcid::ZERO,
                 "INVPCID type 0/1 with PCID {pcid} while CR4.PCIDE is clear (#GP)"
             );
         };
@@ -288,23 +288,22 @@ impl Machine {
                 tlb.drop_pcid(pcid);
             }
             Instruction::InvpcidAll => {
-                needs_invpcid(0);
+                needs_invpcid(Pcid::ZERO);
                 tlb.drop_nonglobal();
                 tlb.globals.clear();
             }
             Instruction::InvpcidAllNonGlobal => {
-                needs_invpcid(0);
+                needs_invpcid(Pcid::ZERO);
                 tlb.drop_nonglobal();
             }
             Instruction::LoadCr3 { root, pcid, keep } => {
-                assert!(pcid < 4096, "PCID {pcid} exceeds 12 bits");
                 if pcide {
                     if !keep {
                         tlb.drop_pcid(pcid);
                     }
                 } else {
                     assert!(
-                        pcid == 0 && !keep,
+                        pcid == Pcid::ZERO && !keep,
                         "CR3 load with PCID {pcid} or bit 63 while CR4.PCIDE is clear"
                     );
                     tlb.drop_nonglobal();
@@ -348,7 +347,13 @@ impl Machine {
         let va = flags & tlb_types::invlpgb::FLAG_VA != 0;
         let by_pcid = flags & tlb_types::invlpgb::FLAG_PCID != 0;
         let global = flags & tlb_types::invlpgb::FLAG_INCLUDE_GLOBAL != 0;
-        let pcid = (op.edx >> 16) as Pcid;
+        let pcid_field = op.edx >> 16;
+        assert!(
+            pcid_field < 1 << tlb_types::PCID_BITS,
+            "INVLPGB EDX {:#x}: bits above the 12-bit PCID are reserved",
+            op.edx
+        );
+        let pcid = Pcid::new(pcid_field as u16);
         if by_pcid {
             assert!(
                 self.state.pcide,
@@ -490,7 +495,11 @@ impl<'m> TlbHardware for Hw<'m> {
         if let Instruction::LoadCr3 { pcid, .. } = instruction
             && self.m.state.pcide
         {
-            assert_ne!(pcid, 0, "PCID 0 is never used for an address space");
+            assert_ne!(
+                pcid,
+                Pcid::ZERO,
+                "PCID 0 is never used for an address space"
+            );
         }
         self.m.execute(self.cpu, instruction);
     }

@@ -7,7 +7,7 @@ use crate::hw::{Backend, Hw, KernelFaults, Machine};
 use crate::sched::{Sched, splitmix, yield_now};
 use crate::world::PageTable;
 use mm::{
-    AddressSpaceTlb, Asid, CounterSnapshot, CpuTlbState, FIRST_GLOBAL_ASID, Fault, FlushBatch,
+    AddressSpaceTlb, CounterSnapshot, CpuTlbState, FIRST_GLOBAL_ASID, Fault, FlushBatch,
     FlushRange, PageTableRoot, TlbConfig, TlbHardware, TlbSystem, instructions::LocalTlb,
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -33,7 +33,7 @@ pub struct Config {
     pub kernel_faults: KernelFaults,
     /// Hand-over probability per scheduling point, per 1024.
     pub switch_per_1024: u64,
-    pub global_asid_limit: Asid,
+    pub global_asid_limit: u16,
     /// Whether processes exit and are replaced (recycles global ASIDs).
     pub churn: bool,
     /// Pages per 2 MiB region the workload touches (fewer: more TLB hits).
@@ -66,7 +66,7 @@ impl Config {
             faults: Vec::new(),
             kernel_faults: KernelFaults::default(),
             switch_per_1024: 48,
-            global_asid_limit: FIRST_GLOBAL_ASID + 2,
+            global_asid_limit: FIRST_GLOBAL_ASID.get() + 2,
             churn: true,
             hot_pages: 12,
             regions: 4,
