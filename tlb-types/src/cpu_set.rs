@@ -19,6 +19,7 @@ pub const WORDS: usize = MAX_CPUS / 64;
 
 /// The word of a set that holds `cpu`, and `cpu`'s bit in it. Panics on a CPU number of
 /// `MAX_CPUS` or more.
+#[inline]
 pub fn word_and_bit(cpu: CpuId) -> (usize, u64) {
     assert!(
         cpu < MAX_CPUS,
@@ -35,22 +36,26 @@ pub struct CpuSet {
 
 impl CpuSet {
     /// The empty set.
+    #[inline]
     pub const fn new() -> Self {
         Self { words: [0; WORDS] }
     }
 
     /// The set whose CPU `64 * w + b` is bit `b` of `words[w]` (how an atomic set's
     /// snapshot is taken, one word at a time).
+    #[inline]
     pub const fn from_words(words: [u64; WORDS]) -> Self {
         Self { words }
     }
 
     /// The set as words (see [`Self::from_words`]).
+    #[inline]
     pub const fn words(&self) -> [u64; WORDS] {
         self.words
     }
 
     /// CPUs `0..n`: what a kernel with `n` CPUs online reports.
+    #[inline]
     pub fn first_n(n: usize) -> Self {
         assert!(n <= MAX_CPUS, "{n} CPUs exceed MAX_CPUS = {MAX_CPUS}");
         let mut set = Self::new();
@@ -61,6 +66,7 @@ impl CpuSet {
     }
 
     /// The set holding only `cpu`.
+    #[inline]
     pub fn single(cpu: CpuId) -> Self {
         let mut set = Self::new();
         set.insert(cpu);
@@ -68,6 +74,7 @@ impl CpuSet {
     }
 
     /// Adds `cpu`; returns whether it was already present.
+    #[inline]
     pub fn insert(&mut self, cpu: CpuId) -> bool {
         let (w, bit) = word_and_bit(cpu);
         let was = self.words[w] & bit != 0;
@@ -76,6 +83,7 @@ impl CpuSet {
     }
 
     /// Removes `cpu`; returns whether it was present.
+    #[inline]
     pub fn remove(&mut self, cpu: CpuId) -> bool {
         let (w, bit) = word_and_bit(cpu);
         let was = self.words[w] & bit != 0;
@@ -84,22 +92,26 @@ impl CpuSet {
     }
 
     /// Whether `cpu` is in the set.
+    #[inline]
     pub fn contains(&self, cpu: CpuId) -> bool {
         let (w, bit) = word_and_bit(cpu);
         self.words[w] & bit != 0
     }
 
     /// Number of CPUs in the set.
+    #[inline]
     pub fn count(&self) -> usize {
         self.words.iter().map(|w| w.count_ones() as usize).sum()
     }
 
     /// Whether the set is empty.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.words.iter().all(|&w| w == 0)
     }
 
     /// Adds every CPU of `other`.
+    #[inline]
     pub fn union_with(&mut self, other: &CpuSet) {
         for (a, b) in self.words.iter_mut().zip(other.words.iter()) {
             *a |= b;
@@ -107,6 +119,7 @@ impl CpuSet {
     }
 
     /// The CPUs in both sets.
+    #[inline]
     pub fn intersection(&self, other: &CpuSet) -> CpuSet {
         let mut out = *self;
         for (a, b) in out.words.iter_mut().zip(other.words.iter()) {
@@ -116,6 +129,7 @@ impl CpuSet {
     }
 
     /// This set without `cpu`.
+    #[inline]
     pub fn without(&self, cpu: CpuId) -> CpuSet {
         let mut out = *self;
         out.remove(cpu);
@@ -123,16 +137,19 @@ impl CpuSet {
     }
 
     /// Whether the set holds a CPU other than `cpu` (the "one-CPU shortcut" test).
+    #[inline]
     pub fn has_other_than(&self, cpu: CpuId) -> bool {
         !self.without(cpu).is_empty()
     }
 
     /// Removes every CPU.
+    #[inline]
     pub fn clear(&mut self) {
         self.words = [0; WORDS];
     }
 
     /// The CPUs in increasing order.
+    #[inline]
     pub fn iter(&self) -> CpuSetIter {
         CpuSetIter {
             words: self.words,
@@ -148,6 +165,7 @@ impl core::fmt::Debug for CpuSet {
 }
 
 impl FromIterator<CpuId> for CpuSet {
+    #[inline]
     fn from_iter<I: IntoIterator<Item = CpuId>>(iter: I) -> Self {
         let mut set = CpuSet::new();
         for cpu in iter {
@@ -160,6 +178,7 @@ impl FromIterator<CpuId> for CpuSet {
 impl IntoIterator for &CpuSet {
     type Item = CpuId;
     type IntoIter = CpuSetIter;
+    #[inline]
     fn into_iter(self) -> CpuSetIter {
         self.iter()
     }
@@ -173,6 +192,7 @@ pub struct CpuSetIter {
 
 impl Iterator for CpuSetIter {
     type Item = CpuId;
+    #[inline]
     fn next(&mut self) -> Option<CpuId> {
         while self.word < WORDS {
             let w = self.words[self.word];

@@ -16,6 +16,7 @@ pub struct PageTableRoot(u64);
 impl PageTableRoot {
     /// The root at physical address `address`. Panics unless it is 4 KiB-aligned: a root
     /// comes from a page-table frame, so anything else is a bug where it was made.
+    #[inline]
     pub const fn new(address: u64) -> Self {
         assert!(
             address.is_multiple_of(4096),
@@ -25,6 +26,7 @@ impl PageTableRoot {
     }
 
     /// The physical address.
+    #[inline]
     pub const fn address(self) -> u64 {
         self.0
     }

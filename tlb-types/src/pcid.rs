@@ -25,12 +25,14 @@ impl Pcid {
     pub const ZERO: Pcid = Pcid(0);
 
     /// The PCID `value`. Panics if it does not fit in [`PCID_BITS`] bits.
+    #[inline]
     pub const fn new(value: u16) -> Pcid {
         assert!((value as u32) < 1 << PCID_BITS, "a PCID has 12 bits");
         Pcid(value)
     }
 
     /// The number, as CR3, INVPCID's descriptor and INVLPGB's EDX take it.
+    #[inline]
     pub const fn get(self) -> u16 {
         self.0
     }
