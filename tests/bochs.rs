@@ -8,8 +8,8 @@
 //! it, else CR3 reloads and CR4.PGE toggles. QEMU's TCG has neither PCID
 //! nor INVPCID, so no QEMU test runs any of this. Bochs's Haswell model has
 //! both, its Ivy Bridge model PCID without INVPCID. Each test boots one
-//! of them with 2 CPUs (`boot::bochs`) and checks what the kernel turned on
-//! and that a workload passes:
+//! of them with 2 CPUs (`boot::machine` with a `Bochs` emulator) and
+//! checks what the kernel turned on and that a workload passes:
 //!
 //! - Haswell, the coherence stress in IPI mode (one thread remaps a page
 //!   and flushes while one on the other CPU reads through it);
@@ -47,7 +47,7 @@
 
 use std::{io::Write, path::PathBuf, time::Duration};
 
-use boot::bochs::{self, BochsConfig, Outcome, Run};
+use boot::machine::{self, Bochs, Config, Outcome, Run};
 
 const CPUS: u32 = 2;
 /// Rounds of the coherence stress: each is a remap and a flush while the
@@ -86,13 +86,13 @@ fn boot(test: &str, model: &str, cmdline: &str) -> Option<Run> {
         ));
         return None;
     };
-    let config = BochsConfig::default()
-        .binary(&binary)
+    let config = Config::default()
+        .emulator(Bochs::new(&binary))
         .cpu_model(model)
         .cpus(CPUS)
         .cmdline(cmdline)
         .timeout(Duration::from_secs(300));
-    let run = bochs::run(&config).unwrap_or_else(|error| {
+    let run = machine::run(&config).unwrap_or_else(|error| {
         panic!(
             "cannot boot the kernel under Bochs ({}): {error}",
             binary.display()
@@ -132,7 +132,7 @@ fn boot(test: &str, model: &str, cmdline: &str) -> Option<Run> {
          run took {:.1} s: {}",
         run.kernel_entry.unwrap_or_default().as_secs_f64(),
         run.elapsed.as_secs_f64(),
-        run.outcome
+        run.ending()
     ));
     Some(run)
 }

@@ -10,17 +10,17 @@
 use std::time::Duration;
 
 use boot::{
-    qemu::{self, Firmware, Outcome, QemuConfig, Run},
+    machine::{self, Config, Firmware, Outcome, Run},
     report::TestOutcome,
 };
 
-fn boot(config: QemuConfig) -> Run {
-    qemu::run(&config).unwrap_or_else(|error| panic!("cannot boot the kernel: {error}"))
+fn boot(config: Config) -> Run {
+    machine::run(&config).unwrap_or_else(|error| panic!("cannot boot the kernel: {error}"))
 }
 
 fn boot_cmdline(cmdline: &str) -> Run {
     boot(
-        QemuConfig::default()
+        Config::default()
             .cpus(2)
             .cmdline(cmdline)
             .timeout(Duration::from_secs(120)),
@@ -164,7 +164,7 @@ fn kernel_read_of_a_user_page_is_stopped_by_smap_and_explained() {
 #[test]
 fn cpu_that_stops_answering_ipis_is_reported_not_waited_for() {
     let run = boot(
-        QemuConfig::default()
+        Config::default()
             .cpus(2)
             .cmdline("test=harness::stuck_cpu")
             .timeout(Duration::from_secs(120))
@@ -198,7 +198,7 @@ fn cpu_that_stops_answering_ipis_is_reported_not_waited_for() {
 fn hanging_test_is_caught_by_the_stall_timeout_and_named() {
     let silence = Duration::from_secs(20);
     let run = boot(
-        QemuConfig::default()
+        Config::default()
             .cpus(1)
             .cmdline("test=harness::hangs")
             .stall_timeout(silence),
@@ -216,7 +216,7 @@ fn hanging_test_is_caught_by_the_stall_timeout_and_named() {
 fn overall_timeout_stops_a_busy_run() {
     let limit = Duration::from_secs(25);
     let run = boot(
-        QemuConfig::default()
+        Config::default()
             .cpus(1)
             .cmdline("test=harness::hangs")
             .timeout(limit),
@@ -313,7 +313,7 @@ fn assert_banner_and_clean_exit(run: &Run) {
 
 #[test]
 fn default_run_prints_banner_runs_the_demo_and_powers_off() {
-    let run = boot(QemuConfig::default());
+    let run = boot(Config::default());
     assert_banner_and_clean_exit(&run);
     assert!(
         run.printed("demo: TLB shootdown in 4 phases (mode ipi)"),
@@ -351,13 +351,13 @@ fn default_run_prints_banner_runs_the_demo_and_powers_off() {
 
 #[test]
 fn uefi_image_boots() {
-    assert_banner_and_clean_exit(&boot(QemuConfig::default().firmware(Firmware::Uefi)));
+    assert_banner_and_clean_exit(&boot(Config::default().firmware(Firmware::Uefi)));
 }
 
 #[test]
 fn boots_with_small_and_large_memory() {
     for memory in ["64M", "3G"] {
-        assert_banner_and_clean_exit(&boot(QemuConfig::default().cpus(2).memory(memory)));
+        assert_banner_and_clean_exit(&boot(Config::default().cpus(2).memory(memory)));
     }
 }
 
@@ -386,7 +386,7 @@ fn stack_overflow_reaches_the_double_fault_handler() {
 #[test]
 fn banner_reports_every_cpu_online() {
     for cpus in [1, 3, 8] {
-        let run = boot(QemuConfig::default().cpus(cpus));
+        let run = boot(Config::default().cpus(cpus));
         assert_eq!(run.outcome, Outcome::Success, "{}", run.describe());
         assert!(
             run.printed(&format!("cpus: {cpus}/{cpus} CPUs online")),

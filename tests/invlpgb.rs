@@ -29,7 +29,7 @@
 
 use std::time::Duration;
 
-use boot::qemu::{self, Outcome, Qemu, QemuConfig, Run};
+use boot::machine::{self, Config, Outcome, Qemu, Run};
 
 /// The environment variable that names the patched QEMU's prefix.
 const PREFIX_VARIABLE: &str = "SHOOTDOWN_QEMU_INVLPGB";
@@ -52,8 +52,8 @@ fn patched_qemu() -> Option<Qemu> {
 /// Boots `cmdline` on `cpus` CPUs of `cpu`; returns the run and a label.
 fn boot(qemu: &Qemu, cpu: &str, cpus: u32, cmdline: &str) -> (Run, String) {
     let label = format!("-cpu {cpu} -smp {cpus}, '{cmdline}'");
-    let config = QemuConfig::default()
-        .qemu(qemu.clone())
+    let config = Config::default()
+        .emulator(qemu.clone())
         .cpu_model(cpu)
         .cpus(cpus)
         .cmdline(cmdline)
@@ -61,7 +61,7 @@ fn boot(qemu: &Qemu, cpu: &str, cpus: u32, cmdline: &str) -> (Run, String) {
         // vCPUs on a busy two-core host take minutes for a cowrace run.
         .timeout(Duration::from_secs(900))
         .stall_timeout(Duration::from_secs(120));
-    let run = qemu::run(&config)
+    let run = machine::run(&config)
         .unwrap_or_else(|error| panic!("{label}: cannot boot the kernel: {error}"));
     (run, label)
 }

@@ -13,7 +13,7 @@ use std::{
 };
 
 use boot::{
-    qemu::{self, Outcome, QemuConfig, Run},
+    machine::{self, Config, Outcome, Run},
     report::TestOutcome,
 };
 use libtest_mimic::{Arguments, Failed, Trial};
@@ -24,13 +24,13 @@ const CPU_COUNTS: &[u32] = &[1, 2, 3, 4, 8];
 
 const TIMEOUT: Duration = Duration::from_secs(180);
 
-fn boot(config: &QemuConfig) -> Run {
-    qemu::run(config).unwrap_or_else(|error| panic!("cannot boot the kernel: {error}"))
+fn boot(config: &Config) -> Run {
+    machine::run(config).unwrap_or_else(|error| panic!("cannot boot the kernel: {error}"))
 }
 
 /// One configuration's suite run, booted by whichever trial needs it first.
 struct SuiteRun {
-    config: QemuConfig,
+    config: Config,
     run: OnceLock<Run>,
 }
 
@@ -78,7 +78,7 @@ fn check_whole_run(suite: &SuiteRun, expected_tests: usize) -> Result<(), Failed
 /// The names of the kernel's ordinary (not deliberately failing) tests.
 fn kernel_test_names() -> Vec<String> {
     let listing = boot(
-        &QemuConfig::default()
+        &Config::default()
             .cpus(1)
             .timeout(TIMEOUT)
             .cmdline("run=list"),
@@ -106,7 +106,7 @@ fn kernel_test_names() -> Vec<String> {
 
 /// The trials of one CPU count.
 fn trials_for(cpus: u32, names: &[String]) -> Vec<Trial> {
-    let config = QemuConfig::default().cpus(cpus).timeout(TIMEOUT);
+    let config = Config::default().cpus(cpus).timeout(TIMEOUT);
     let suite = Arc::new(SuiteRun {
         config: config.cmdline("run=tests"),
         run: OnceLock::new(),

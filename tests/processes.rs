@@ -7,23 +7,23 @@
 
 use std::time::Duration;
 
-use boot::qemu::{self, Outcome, QemuConfig, Run};
+use boot::machine::{self, Config, Outcome, Run};
 
 /// A boot with `cmdline` on `cpus` CPUs. The long programs (`cowrace`,
 /// `cowdirty`) print a progress line every 1000 rounds, so a hung run is
 /// caught by the stall timeout; the overall limit is only a safety net,
 /// wide enough for the slowest host these tests run on (two of these boots
 /// in parallel beside a 2-thread CPU hog on 2 cores).
-fn config(cpus: u32, cmdline: &str) -> QemuConfig {
-    QemuConfig::default()
+fn config(cpus: u32, cmdline: &str) -> Config {
+    Config::default()
         .cpus(cpus)
         .cmdline(cmdline)
         .timeout(Duration::from_secs(900))
         .stall_timeout(Duration::from_secs(120))
 }
 
-fn boot(config: &QemuConfig) -> Run {
-    qemu::run(config).unwrap_or_else(|error| panic!("cannot boot the kernel: {error}"))
+fn boot(config: &Config) -> Run {
+    machine::run(config).unwrap_or_else(|error| panic!("cannot boot the kernel: {error}"))
 }
 
 fn exec(cpus: u32, program: &str) -> Run {

@@ -15,16 +15,17 @@
 
 use std::time::Duration;
 
-use boot::qemu::{self, Outcome, QemuConfig, Run};
+use boot::machine::{self, Config, Outcome, Run};
 
 #[test]
 fn hundred_thousand_hostile_syscalls_on_four_cpus() {
-    let config = QemuConfig::default()
+    let config = Config::default()
         .cpus(4)
         .cmdline("exec=fuzz:7,100000,4")
         .timeout(Duration::from_secs(400))
         .stall_timeout(Duration::from_secs(120));
-    let run = qemu::run(&config).unwrap_or_else(|error| panic!("cannot boot the kernel: {error}"));
+    let run =
+        machine::run(&config).unwrap_or_else(|error| panic!("cannot boot the kernel: {error}"));
     assert!(
         run.printed("fuzz: done, seed 7:"),
         "the fuzzer did not finish\n{}",
@@ -41,13 +42,14 @@ fn hundred_thousand_hostile_syscalls_on_four_cpus() {
 /// Runs `exhaust <case>` on 4 CPUs with `memory` and checks that it
 /// reported success and the kernel never stopped.
 fn exhaust(case: &str, memory: &str) -> Run {
-    let config = QemuConfig::default()
+    let config = Config::default()
         .cpus(4)
         .memory(memory)
         .cmdline(format!("exec=exhaust:{case}"))
         .timeout(Duration::from_secs(180))
         .stall_timeout(Duration::from_secs(60));
-    let run = qemu::run(&config).unwrap_or_else(|error| panic!("cannot boot the kernel: {error}"));
+    let run =
+        machine::run(&config).unwrap_or_else(|error| panic!("cannot boot the kernel: {error}"));
     assert!(
         !run.printed("FATAL"),
         "the kernel stopped\n{}",

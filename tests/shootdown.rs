@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use boot::qemu::{self, Outcome, QemuConfig, Run};
+use boot::machine::{self, Config, Outcome, Run};
 
 /// What the coherence boots add to their command line: freed user frames
 /// wait in a quarantine of 4096 (16 MiB) before reuse.
@@ -28,12 +28,12 @@ fn boot(cpus: u32, cmdline: &str) -> Run {
 }
 
 fn run_machine(cpus: u32, cmdline: &str) -> Run {
-    let config = QemuConfig::default()
+    let config = Config::default()
         .cpus(cpus)
         .cmdline(cmdline)
         .timeout(Duration::from_secs(400))
         .stall_timeout(Duration::from_secs(120));
-    qemu::run(&config).unwrap_or_else(|error| panic!("cannot boot the kernel: {error}"))
+    machine::run(&config).unwrap_or_else(|error| panic!("cannot boot the kernel: {error}"))
 }
 
 fn coherence(mode: &str, cpus: u32, rounds: u32) {

@@ -22,7 +22,7 @@
 
 use std::time::Duration;
 
-use boot::qemu::{self, Outcome, Qemu, QemuConfig, Run};
+use boot::machine::{self, Config, Outcome, Qemu, Run};
 
 /// The environment variable that names QEMU 10's prefix.
 const PREFIX_VARIABLE: &str = "SHOOTDOWN_QEMU10";
@@ -60,14 +60,14 @@ impl Boot<'_> {
             "QEMU {version}, -cpu {} -smp {}, '{}'",
             self.cpu, self.cpus, self.cmdline
         );
-        let config = QemuConfig::default()
-            .qemu(qemu.clone())
+        let config = Config::default()
+            .emulator(qemu.clone())
             .cpu_model(self.cpu)
             .cpus(self.cpus)
             .cmdline(self.cmdline)
             .timeout(Duration::from_secs(240))
             .stall_timeout(Duration::from_secs(60));
-        let run = qemu::run(&config)
+        let run = machine::run(&config)
             .unwrap_or_else(|error| panic!("{label}: cannot boot the kernel: {error}"));
         (run, label)
     }

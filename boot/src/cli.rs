@@ -17,7 +17,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::{
     bench::{self, BenchCommand},
-    qemu::{self, Accelerator, Firmware, Outcome, Qemu, QemuConfig, QemuPathError},
+    machine::{self, Accelerator, Config, Firmware, Outcome, Qemu, QemuPathError},
 };
 
 /// Boot the shootdown teaching kernel in QEMU.
@@ -75,7 +75,7 @@ pub struct MachineArgs {
 
 impl Default for MachineArgs {
     fn default() -> Self {
-        let config = QemuConfig::default();
+        let config = Config::default();
         Self {
             qemu: None,
             qemu_prefix: None,
@@ -88,14 +88,18 @@ impl Default for MachineArgs {
 }
 
 impl MachineArgs {
-    /// A QEMU configuration for this machine (other fields as defaults).
-    pub fn qemu_config(&self) -> QemuConfig {
-        QemuConfig {
-            qemu: self
-                .qemu
-                .clone()
-                .or_else(|| self.qemu_prefix.clone())
-                .unwrap_or_default(),
+    /// The QEMU binary `--qemu` or `--qemu-prefix` names, else the system's.
+    fn qemu(&self) -> Qemu {
+        self.qemu
+            .clone()
+            .or_else(|| self.qemu_prefix.clone())
+            .unwrap_or_default()
+    }
+
+    /// A configuration for this machine in QEMU (other fields as defaults).
+    pub fn config(&self) -> Config {
+        Config {
+            emulator: self.qemu().into(),
             cpu_model: self.cpu.clone(),
             memory: self.memory.clone(),
             accelerator: self.accel,
@@ -104,7 +108,7 @@ impl MachineArgs {
             } else {
                 Firmware::Bios
             },
-            ..QemuConfig::default()
+            ..Config::default()
         }
     }
 }
@@ -171,14 +175,14 @@ fn boot(args: BootArgs) -> ExitCode {
         );
         return ExitCode::FAILURE;
     }
-    let config = QemuConfig {
+    let config = Config {
         cpus: args.smp,
         gdb: args.gdb,
         timeout: Duration::from_secs(args.timeout),
         stall_timeout: args.stall_timeout.map(Duration::from_secs),
         cmdline: args.kernel_options.join(" "),
         echo: true,
-        ..args.machine.qemu_config()
+        ..args.machine.config()
     };
     if config.gdb {
         eprintln!(
@@ -186,7 +190,7 @@ fn boot(args: BootArgs) -> ExitCode {
         );
         eprintln!("  {}", debugger_command(&config));
     }
-    let run = match qemu::run(&config) {
+    let run = match machine::run(&config) {
         Ok(run) => run,
         Err(error) => {
             eprintln!("runner: {error}");
@@ -197,21 +201,19 @@ fn boot(args: BootArgs) -> ExitCode {
         format!("{:.2} s", time.as_secs_f64())
     });
     // The version's first word ("10.0.2"); QEMU started, so it answers.
-    let version = config.qemu.version().unwrap_or_default();
+    let version = args.machine.qemu().version().unwrap_or_default();
     let version = version.split_whitespace().next().unwrap_or("?");
     eprintln!(
         "runner: {} CPUs, {}, QEMU {version}; kernel entered after {entry}, run took {:.2} s: {}",
         config.cpus,
         config.effective_cpu_model(),
         run.elapsed.as_secs_f64(),
-        run.outcome
+        run.ending()
     );
     match run.outcome {
         Outcome::Success => ExitCode::SUCCESS,
         _ => {
-            if !run.qemu_stderr.trim().is_empty() {
-                eprintln!("QEMU stderr:\n{}", run.qemu_stderr);
-            }
+            eprint!("{}", run.diagnostics.describe());
             ExitCode::FAILURE
         }
     }
@@ -224,7 +226,7 @@ const KERNEL_LOAD_ADDRESS: u64 = 0xffff_ffff_8000_0000;
 
 /// The command that attaches GDB to a run started with `--gdb`: the ELF
 /// with DWARF of the image this run boots, at its load address.
-fn debugger_command(config: &QemuConfig) -> String {
+fn debugger_command(config: &Config) -> String {
     let elf = if config.wants_tests() {
         crate::KERNEL_TESTS_ELF
     } else {

@@ -10,7 +10,7 @@ use std::{process::ExitCode, time::Duration};
 
 use clap::Args;
 
-use crate::qemu::{self, Outcome, QemuConfig, Run};
+use crate::machine::{self, Config, Outcome, Run};
 
 /// A generous time budget per call: under TCG on two busy host cores a
 /// call takes about half a millisecond; the budget is ten times that.
@@ -58,9 +58,9 @@ pub fn main(args: FuzzArgs) -> ExitCode {
         || BUDGET_BASE + BUDGET_PER_CALL * u32::try_from(args.calls).unwrap_or(u32::MAX),
         Duration::from_secs,
     );
-    let config = QemuConfig {
+    let config = Config {
         echo: true,
-        ..QemuConfig::default()
+        ..Config::default()
             .cpus(args.smp)
             .cmdline(format!(
                 "exec=fuzz:{},{},{}",
@@ -77,7 +77,7 @@ pub fn main(args: FuzzArgs) -> ExitCode {
         args.smp,
         timeout.as_secs()
     );
-    let run = match qemu::run(&config) {
+    let run = match machine::run(&config) {
         Ok(run) => run,
         Err(error) => {
             eprintln!("fuzz: {error}");
@@ -94,7 +94,7 @@ pub fn main(args: FuzzArgs) -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
-    eprintln!("fuzz: FAILED: {}", run.outcome);
+    eprintln!("fuzz: FAILED: {}", run.ending());
     eprintln!(
         "fuzz: seed {}; replay with `{}`",
         args.seed,

@@ -1,21 +1,20 @@
-//! Host side of the shootdown kernel: the disk images, the QEMU runner and
-//! the parser for the kernel's test output.
+//! Host side of the shootdown kernel: the disk images, the runner and the
+//! parser for the kernel's test output.
 //!
 //! `build.rs` wraps the kernel ELF into BIOS and UEFI images with the
-//! `bootloader` crate. [`qemu`] boots one of them with a chosen CPU model,
-//! CPU count and kernel command line, enforces a timeout and maps QEMU's exit
-//! status to an outcome. [`report`] turns the kernel's `ktest:` lines into
-//! per-test results; [`coherence`] reads the coherence stress's summary.
-//! [`bochs`] boots the BIOS image under Bochs, for the
-//! PCID and INVPCID paths QEMU's TCG cannot run. [`cli`] is the `cargo run`
-//! front end; [`bench`](mod@bench) and [`fuzz`] are its subcommands.
+//! `bootloader` crate. [`machine`] boots one of them in QEMU, or under
+//! Bochs for the PCID and INVPCID paths QEMU's TCG cannot run, with a
+//! chosen CPU model, CPU count and kernel command line, enforces a timeout
+//! and says how the run ended. [`report`] turns the kernel's `ktest:` lines
+//! into per-test results; [`coherence`] reads the coherence stress's
+//! summary. [`cli`] is the `cargo run` front end; [`bench`](mod@bench) and
+//! [`fuzz`] are its subcommands.
 
 pub mod bench;
-pub mod bochs;
 pub mod cli;
 pub mod coherence;
 pub mod fuzz;
-pub mod qemu;
+pub mod machine;
 pub mod report;
 
 /// Whether a kernel command line asks for the in-kernel tests (`run=tests`,

@@ -346,11 +346,11 @@ pub fn parse(text: &str) -> Result<Options, CmdlineError> {
 /// The command-line slot: a fixed-size, NUL-padded field in the kernel's
 /// file, for machines without fw_cfg. Bochs has none, and no other way to
 /// hand the kernel a string at boot, so the Bochs runner
-/// (`boot/src/bochs.rs`) writes the command line into this field of its
-/// own temporary copy of the disk image, and the kernel reads it back from
-/// its ELF file as the bootloader loaded it ([`find_in_slot`]). Every built
-/// image has the field empty, which means the defaults, and QEMU's runs
-/// never look at it: fw_cfg comes first.
+/// (`boot/src/machine/bochs/slot.rs`) writes the command line into this
+/// field of its own temporary copy of the disk image, and the kernel reads
+/// it back from its ELF file as the bootloader loaded it ([`find_in_slot`]).
+/// Every built image has the field empty, which means the defaults, and
+/// QEMU's runs never look at it: fw_cfg comes first.
 ///
 /// The two markers let the runner find the field among the disk image's
 /// bytes without decoding its FAT partition, and prove that the field lies

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use kernel::profile::Profile;
 
 use super::plan::{Plan, Sample, Source, Step};
-use crate::qemu::{self, Outcome, QemuConfig};
+use crate::machine::{self, Outcome};
 
 /// The `key=value` words of the first line that starts with `prefix`.
 pub fn fields<'a>(serial: &'a [String], prefix: &str) -> Option<Vec<(&'a str, &'a str)>> {
@@ -123,13 +123,13 @@ pub fn run_all(plan: &Plan) -> Result<Vec<Sample>, String> {
         );
         eprintln!("bench: run {}/{} {label}{left}", done + 1, steps.len());
         let config = plan.config(step);
-        let qemu_config = QemuConfig {
+        let run_config = machine::Config {
             cpus: config.cpus,
             cmdline: config.cmdline.clone(),
             timeout: config.timeout,
-            ..plan.machine.qemu_config()
+            ..plan.machine.config()
         };
-        let run = qemu::run(&qemu_config).map_err(|error| error.to_string())?;
+        let run = machine::run(&run_config).map_err(|error| error.to_string())?;
         let sample = match run.outcome {
             Outcome::Success => parse(plan, step, &run.serial),
             _ => Err(String::from("the run did not succeed")),

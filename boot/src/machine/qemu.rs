@@ -1,0 +1,209 @@
+//! Running the machine in QEMU.
+//!
+//! QEMU gets the kernel command line through fw_cfg and the serial port on
+//! its stdout. The kernel ends a run by writing to QEMU's `isa-debug-exit`
+//! device: QEMU then exits with status 33 (success) or 35 (failure). Any
+//! other status (a triple fault with `--no-reboot` gives 0, a QEMU error
+//! gives 1) is an [`Outcome::UnexpectedExit`]. Which binary runs, and how
+//! one unpacked into a prefix finds its files, is [`binary`].
+
+mod binary;
+
+use std::{
+    io::Read,
+    path::{Path, PathBuf},
+    process::Stdio,
+    thread,
+    time::Instant,
+};
+
+pub use binary::{Qemu, QemuPathError};
+use wait_timeout::ChildExt;
+
+use super::{
+    Accelerator, Config, Diagnostics, Firmware, Outcome, Run, RunError, serial::Serial,
+    watch::watch,
+};
+
+/// QEMU's exit status when the kernel reports success (`0x10 << 1 | 1`).
+pub const EXIT_SUCCESS: i32 = 33;
+/// QEMU's exit status when the kernel reports failure (`0x11 << 1 | 1`).
+pub const EXIT_FAILURE: i32 = 35;
+
+/// The QEMU binary's name, in `PATH` or in a prefix's `usr/bin`.
+pub const PROGRAM: &str = "qemu-system-x86_64";
+
+/// Where Debian's `ovmf` package puts the firmware.
+pub const OVMF_PATHS: &[&str] = &["/usr/share/ovmf/OVMF.fd", "/usr/share/OVMF/OVMF_CODE.fd"];
+
+/// The full QEMU argument list for `config` (without the program name,
+/// and without what [`Qemu::command`] adds for a prefix).
+fn arguments(config: &Config) -> Result<Vec<String>, RunError> {
+    let image = config.image();
+    let mut args: Vec<String> = [
+        "-machine",
+        "q35",
+        "-cpu",
+        config.effective_cpu_model(),
+        "-smp",
+        &config.cpus.to_string(),
+        "-m",
+        &config.memory,
+        // snapshot=on: writes go to a temporary overlay, so parallel runs can
+        // share the image (QEMU locks images opened for writing).
+        "-drive",
+        &format!("format=raw,file={image},snapshot=on"),
+        "-serial",
+        "stdio",
+        "-display",
+        "none",
+        "-monitor",
+        "none",
+        "-device",
+        "isa-debug-exit,iobase=0xf4,iosize=0x04",
+        "-no-reboot",
+    ]
+    .iter()
+    .map(|arg| arg.to_string())
+    .collect();
+    // QEMU rejects an empty fw_cfg string; no file means no options.
+    if !config.cmdline.is_empty() {
+        args.push("-fw_cfg".into());
+        // Commas separate QEMU's sub-options; a literal one is doubled.
+        args.push(format!(
+            "name=opt/shootdown/cmdline,string={}",
+            config.cmdline.replace(',', ",,")
+        ));
+    }
+    args.push("-accel".into());
+    args.push(match config.accelerator {
+        Accelerator::Tcg => "tcg,thread=multi".into(),
+        Accelerator::Kvm => "kvm".into(),
+    });
+    if config.firmware == Firmware::Uefi {
+        args.push("-bios".into());
+        args.push(ovmf_path()?.display().to_string());
+    }
+    if config.gdb {
+        // -s: GDB stub on tcp::1234; -S: wait for the debugger to continue.
+        args.extend(["-s".into(), "-S".into()]);
+    }
+    Ok(args)
+}
+
+fn ovmf_path() -> Result<PathBuf, RunError> {
+    OVMF_PATHS
+        .iter()
+        .map(Path::new)
+        .find(|path| path.exists())
+        .map(Path::to_path_buf)
+        .ok_or(RunError::NoOvmf)
+}
+
+/// What QEMU's exit status says about the run.
+fn outcome(status: Option<i32>) -> Outcome {
+    match status {
+        Some(EXIT_SUCCESS) => Outcome::Success,
+        Some(EXIT_FAILURE) => Outcome::Failure,
+        other => Outcome::UnexpectedExit(other),
+    }
+}
+
+/// Boots `config` in `qemu` and waits for QEMU to exit or a limit to end
+/// the run.
+pub fn run(config: &Config, qemu: &Qemu) -> Result<Run, RunError> {
+    let args = arguments(config)?;
+    let start = Instant::now();
+    let mut child = qemu
+        .command()
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|error| RunError::NoQemu(qemu.program().to_path_buf(), error))?;
+    let serial = Serial::new(start, config.echo);
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let stdout_reader = {
+        let serial = serial.clone();
+        thread::spawn(move || serial.follow(stdout))
+    };
+    let mut stderr = child.stderr.take().expect("stderr is piped");
+    let stderr_reader = thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let outcome = watch(config, start, &serial, |interval| {
+        match child.wait_timeout(interval) {
+            Ok(Some(status)) => Some(outcome(status.code())),
+            Ok(None) => None,
+            Err(_) => Some(Outcome::UnexpectedExit(None)),
+        }
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let elapsed = start.elapsed();
+    let _ = stdout_reader.join();
+    let stderr = stderr_reader.join().unwrap_or_default();
+    let (serial, kernel_entry) = serial.finish();
+    Ok(Run {
+        outcome,
+        serial,
+        kernel_entry,
+        elapsed,
+        diagnostics: Diagnostics::Qemu { stderr },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The value that follows `flag` in `args`.
+    fn after<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+        let at = args.iter().position(|arg| arg == flag)?;
+        args.get(at + 1).map(String::as_str)
+    }
+
+    #[test]
+    fn the_machine_becomes_arguments() {
+        let config = Config::default()
+            .cpus(2)
+            .memory("3G")
+            .cmdline("exec=coherence:100,2 tlb=ipi");
+        let args = arguments(&config).unwrap();
+        assert_eq!(after(&args, "-cpu"), Some("EPYC-Milan"));
+        assert_eq!(after(&args, "-smp"), Some("2"));
+        assert_eq!(after(&args, "-m"), Some("3G"));
+        assert_eq!(after(&args, "-accel"), Some("tcg,thread=multi"));
+        assert_eq!(
+            after(&args, "-fw_cfg"),
+            Some("name=opt/shootdown/cmdline,string=exec=coherence:100,,2 tlb=ipi")
+        );
+        assert!(!args.iter().any(|arg| arg == "-s" || arg == "-bios"));
+    }
+
+    #[test]
+    fn an_empty_command_line_passes_no_fw_cfg() {
+        let args = arguments(&Config::default()).unwrap();
+        assert_eq!(after(&args, "-fw_cfg"), None);
+        let gdb = Config {
+            gdb: true,
+            ..Config::default()
+        };
+        assert!(
+            arguments(&gdb)
+                .unwrap()
+                .ends_with(&["-s".into(), "-S".into()])
+        );
+    }
+
+    #[test]
+    fn exit_statuses_are_outcomes() {
+        assert_eq!(outcome(Some(33)), Outcome::Success);
+        assert_eq!(outcome(Some(35)), Outcome::Failure);
+        assert_eq!(outcome(Some(0)), Outcome::UnexpectedExit(Some(0)));
+        assert_eq!(outcome(None), Outcome::UnexpectedExit(None));
+    }
+}
