@@ -166,19 +166,6 @@ fn check_coherence(run: &Run, mode: &str) {
     assert_eq!(run.outcome, Outcome::Success, "{}", run.describe());
 }
 
-/// The kernel's closing counter line's value of `key`.
-fn kernel_counter(run: &Run, key: &str) -> u64 {
-    let line = run
-        .serial
-        .iter()
-        .find(|line| line.starts_with("tlb-counters:"))
-        .unwrap_or_else(|| panic!("no tlb-counters line\n{}", run.describe()));
-    line.split_whitespace()
-        .find_map(|word| word.strip_prefix(key)?.strip_prefix('='))
-        .and_then(|value| value.parse().ok())
-        .unwrap_or_else(|| panic!("no number {key}= in '{line}'"))
-}
-
 #[test]
 fn pcid_and_invpcid_pass_the_coherence_stress() {
     let cmdline = format!("exec=coherence:{ROUNDS},{CPUS}");
@@ -195,9 +182,14 @@ fn a_global_asid_under_pcids_passes_the_coherence_stress() {
         return;
     };
     check_coherence(&run, "broadcast-sw");
-    assert_eq!(kernel_counter(&run, "promotions"), 1, "{}", run.describe());
+    assert_eq!(
+        run.number("tlb-counters:", "promotions"),
+        1,
+        "{}",
+        run.describe()
+    );
     assert!(
-        kernel_counter(&run, "broadcast_ops") >= u64::from(ROUNDS),
+        run.number("tlb-counters:", "broadcast_ops") >= u64::from(ROUNDS),
         "{}",
         run.describe()
     );
