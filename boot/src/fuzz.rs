@@ -94,6 +94,13 @@ pub fn main(args: FuzzArgs) -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
+    report_failure(&args, &run);
+    ExitCode::FAILURE
+}
+
+/// What a failed run says: how it ended, how to replay it, and the
+/// fuzzer's last lines.
+fn report_failure(args: &FuzzArgs, run: &Run) {
     eprintln!("fuzz: FAILED: {}", run.ending());
     eprintln!(
         "fuzz: seed {}; replay with `{}`",
@@ -112,7 +119,6 @@ pub fn main(args: FuzzArgs) -> ExitCode {
     for line in &fuzz_lines[skip..] {
         eprintln!("  | {line}");
     }
-    ExitCode::FAILURE
 }
 
 /// The fuzzer finished, exited 0 and the kernel reported success.
