@@ -151,6 +151,10 @@ pub struct TraceEvent {
     pub range: Option<(u64, u64)>,
     /// The CPUs interrupted (empty for broadcast and local-only flushes).
     pub targets: CpuSet,
+    /// CPUs of the address space's CPU set that the decision left out: lazy ones, and ones
+    /// that run another address space now (each catches up when it next switches in). Empty
+    /// unless the decision chose targets among that set.
+    pub skipped: CpuSet,
     /// Why.
     pub reason: TraceReason,
 }

@@ -177,7 +177,7 @@ impl TlbSystem<'_> {
             FlushTarget::LoadedUser => TraceReason::Batch,
             _ => TraceReason::Ipi,
         };
-        self.trace(hw, request, targets, reason);
+        self.trace_decision(hw, request, targets, cpus.difference(&targets), reason);
     }
 
     /// Flushes kernel addresses `start..end` (4 KiB pages, global entries) on **every**
@@ -229,11 +229,23 @@ impl TlbSystem<'_> {
         self.trace(hw, &request, targets, TraceReason::Kernel);
     }
 
+    /// Reports a decision that skipped no CPU of a CPU set.
     pub(crate) fn trace(
         &self,
         hw: &impl TlbHardware,
         request: &FlushRequest<'_>,
         targets: CpuSet,
+        reason: TraceReason,
+    ) {
+        self.trace_decision(hw, request, targets, CpuSet::new(), reason);
+    }
+
+    fn trace_decision(
+        &self,
+        hw: &impl TlbHardware,
+        request: &FlushRequest<'_>,
+        targets: CpuSet,
+        skipped: CpuSet,
         reason: TraceReason,
     ) {
         hw.trace(&TraceEvent {
@@ -244,6 +256,7 @@ impl TlbSystem<'_> {
             },
             range: request.range.bounds(),
             targets,
+            skipped,
             reason,
         });
     }

@@ -118,6 +118,7 @@ impl TlbSystem<'_> {
                 ctx_id: None,
                 range: None,
                 targets: CpuSet::new(),
+                skipped: CpuSet::new(),
                 reason: TraceReason::Rollover,
             });
         });
@@ -139,6 +140,7 @@ impl TlbSystem<'_> {
             ctx_id: Some(mm.ctx_id),
             range: None,
             targets: mm.cpus.snapshot(Ordering::Relaxed),
+            skipped: CpuSet::new(),
             reason: TraceReason::Promotion,
         });
         Some(asid)

@@ -128,6 +128,16 @@ impl CpuSet {
         out
     }
 
+    /// The CPUs of this set that are not in `other`.
+    #[inline]
+    pub fn difference(&self, other: &CpuSet) -> CpuSet {
+        let mut out = *self;
+        for (a, b) in out.words.iter_mut().zip(other.words.iter()) {
+            *a &= !b;
+        }
+        out
+    }
+
     /// This set without `cpu`.
     #[inline]
     pub fn without(&self, cpu: CpuId) -> CpuSet {
@@ -258,6 +268,8 @@ mod tests {
         u.union_with(&b);
         assert_eq!(u.iter().collect::<Vec<_>>(), [1, 2, 70, 255]);
         assert_eq!(a.intersection(&b).iter().collect::<Vec<_>>(), [2, 70]);
+        assert_eq!(a.difference(&b).iter().collect::<Vec<_>>(), [1]);
+        assert_eq!(b.difference(&a).iter().collect::<Vec<_>>(), [255]);
         assert_eq!(CpuSet::first_n(3).iter().collect::<Vec<_>>(), [0, 1, 2]);
         assert_eq!(CpuSet::first_n(MAX_CPUS).count(), MAX_CPUS);
         assert_eq!(CpuSet::single(9).without(9), CpuSet::new());

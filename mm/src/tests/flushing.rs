@@ -425,3 +425,27 @@ fn whole_address_space_flush_reaches_lazy_cpus() {
     assert_eq!(FlushRange::pages(0x1234, 0x3001), pages(1, 3));
     assert_eq!(FlushRange::pages(0x1000, 0x2000).units(), Some(1));
 }
+
+/// The decision names the CPUs it left out: a lazy CPU is skipped by a flush that frees no
+/// tables (and reported so), and reached by one that does (skipped nobody).
+#[test]
+fn the_trace_names_the_lazy_cpu_a_flush_skipped() {
+    let c = cpus(3);
+    let sys = system(&c, no_trim());
+    let m = Machine::new(&sys, true, false);
+    let a = sys.new_address_space(root(0xa000));
+    run_with_cpu_1_lazy(&sys, &m, &a);
+    m.traces.take();
+    sys.flush_tlb_mm_range(&m.cpu(0), &a, pages(0, 1), false);
+    assert_eq!(ipis(&m.take_log()), []);
+    let skipping = m.traces.take();
+    assert_eq!(skipping.len(), 1);
+    assert_eq!(skipping[0].targets, CpuSet::single(0));
+    assert_eq!(skipping[0].skipped, CpuSet::single(1));
+
+    sys.flush_tlb_mm_range(&m.cpu(0), &a, pages(0, 1), true);
+    assert_eq!(ipis(&m.take_log()), [CpuSet::single(1)]);
+    let reaching = m.traces.take();
+    assert_eq!(reaching.len(), 1);
+    assert_eq!(reaching[0].skipped, CpuSet::new());
+}
