@@ -156,7 +156,8 @@ fn run_workload(options: &cmdline::Options, tests: Option<&'static TestImage>) -
 }
 
 /// The lines every run ends with: the profile (with `profile=`), the TLB
-/// counters, the shootdown latencies and their breakdown.
+/// counters, the shootdown latencies and their breakdown, and the timeline
+/// (with `tlb.timeline=on`).
 fn print_run_totals() {
     if let Some(profile) = profiler::finish() {
         println!("{}", profile.table(PROFILE_TABLE_ROWS));
@@ -165,6 +166,7 @@ fn print_run_totals() {
     println!("{}", tlb::counters_line());
     println!("{}", tlb::latency::line());
     println!("{}", tlb::breakdown::line());
+    tlb::recorder::print_all();
 }
 
 /// What this CPU can do, from the CPUID instruction.

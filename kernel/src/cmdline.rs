@@ -124,6 +124,11 @@ const OPTIONS: &[OptionSpec] = &[
         apply: apply_tlb_trace,
     },
     OptionSpec {
+        name: "tlb.timeline",
+        values: "on | off: record each CPU's part in every shootdown and print it at the end (the runner's --timeline draws it)",
+        apply: apply_tlb_timeline,
+    },
+    OptionSpec {
         name: "tlb.batch",
         values: "on | off: PAGEOUT flushes once per call (deferred batch) or once per page",
         apply: apply_tlb_batch,
@@ -196,6 +201,11 @@ fn on_off(value: &str) -> Result<bool, ()> {
 
 fn apply_tlb_trace(options: &mut Options, value: &str) -> Result<(), ()> {
     options.tlb.trace = on_off(value)?;
+    Ok(())
+}
+
+fn apply_tlb_timeline(options: &mut Options, value: &str) -> Result<(), ()> {
+    options.tlb.timeline = on_off(value)?;
     Ok(())
 }
 

@@ -23,7 +23,7 @@
 //! The decisions about TLBs live in the separate, host-testable `mm` crate.
 //!
 //! Two kinds of modules: the *pure* ones (parsers of the kernel's input, the
-//! TLB mode rules, the latency histogram) run no instruction and are also
+//! TLB mode rules, the latency histogram, the timeline's event format) run no instruction and are also
 //! built for the host, where `cargo test` runs their unit tests; the rest
 //! run only on the machine (`target_os = "none"`) and are tested by the
 //! in-kernel suites of the `kernel-tests` image.
@@ -49,6 +49,7 @@ pub mod histogram;
 pub mod initrd;
 pub mod profile;
 pub mod symbols;
+pub mod timeline;
 pub mod tlb_mode;
 
 // The modules that run only on the machine: they reach the hardware through

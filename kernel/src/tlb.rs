@@ -29,6 +29,7 @@ pub mod broadcast;
 pub mod invlpgb_log;
 pub mod latency;
 mod lend;
+pub mod recorder;
 mod trace;
 
 use alloc::{string::String, vec::Vec};
@@ -43,6 +44,7 @@ use spin::Once;
 use crate::{
     cpu_features::CpuFeatures,
     smp,
+    timeline::{Kind, Purpose},
     tlb_mode::{Bug, Choice, ModeUnavailable, TlbHardwareChoice, TlbMode, TlbOptions, choose},
 };
 pub use broadcast::KernelBroadcast;
@@ -101,6 +103,14 @@ pub fn init(
     });
     if let Some(bug) = options.bug {
         switch_on_bug(&state.system, bug, choice.mode);
+    }
+    if options.timeline
+        && let Err(no_room) = recorder::start(cpu_count)
+    {
+        log::warn!(
+            "tlb: the timeline's buffers ({} KiB) do not fit in the heap: no timeline",
+            no_room.bytes / 1024
+        );
     }
     Ok(choice)
 }
@@ -232,11 +242,13 @@ pub fn flush_range(space: &AddressSpaceTlb, start: u64, end: u64, freed_tables: 
 }
 
 /// Runs the flush request `flush`, recording how long it took
-/// ([`latency`]).
+/// ([`latency`]) and, with the timeline on, when it began and ended.
 fn timed(flush: impl FnOnce()) {
+    recorder::record(Kind::RequestBegin);
     let timing = latency::Timing::start();
     flush();
     timing.finish();
+    recorder::record(Kind::RequestEnd);
 }
 
 /// Makes every CPU that still has `space` loaded (lazily: no thread of it
@@ -352,11 +364,16 @@ impl TlbHardware for KernelTlb {
         if state().no_flush_ipis {
             return;
         }
-        let handler = || system().handle_flush_ipi(&KernelTlb, request);
+        let round = recorder::send_round(Purpose::Flush, targets);
+        let handler =
+            || recorder::handling(round, || system().handle_flush_ipi(&KernelTlb, request));
         let sending = breakdown::sending();
         match smp::call_on(targets, &handler) {
             Ok(steps) => {
                 breakdown::ipis_answered(sending, &steps);
+                if let Some(round) = round {
+                    round.answered();
+                }
                 if state().trace {
                     breakdown::keep_for_trace(&steps);
                 }
@@ -381,6 +398,9 @@ impl TlbHardware for KernelTlb {
     fn trace(&self, event: &TraceEvent) {
         if state().trace {
             trace::print_decision(event);
+        }
+        if recorder::on() {
+            recorder::decision(event);
         }
     }
 }

@@ -30,6 +30,9 @@ pub struct TlbOptions {
     pub promotion_threshold: usize,
     /// Print every flush decision.
     pub trace: bool,
+    /// Record every CPU's part in each shootdown, with timestamps, and print
+    /// the events at the end of the run (`tlb.timeline=on`).
+    pub timeline: bool,
     /// `madvise(PAGEOUT)` flushes once per call (deferred batch) instead of
     /// once per page.
     pub batch_reclaim: bool,
@@ -124,6 +127,7 @@ impl Default for TlbOptions {
             mode: ModeRequest::Auto,
             promotion_threshold: TlbConfig::default().promotion_threshold,
             trace: false,
+            timeline: false,
             batch_reclaim: true,
             global_asids: None,
             pcid: true,

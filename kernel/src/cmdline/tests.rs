@@ -38,7 +38,7 @@ fn parses_every_option() {
     assert_eq!(profile("profile=4000"), Ok(Some(4000)));
     assert_eq!(profile("profile=off"), Ok(None));
     let tlb =
-        parse("tlb=broadcast-sw tlb.promote=3 tlb.trace=on tlb.batch=off tlb.asids=2 tlb.pcid=off")
+        parse("tlb=broadcast-sw tlb.promote=3 tlb.trace=on tlb.timeline=on tlb.batch=off tlb.asids=2 tlb.pcid=off")
             .map(|o| o.tlb);
     assert_eq!(
         tlb,
@@ -46,6 +46,7 @@ fn parses_every_option() {
             mode: ModeRequest::BroadcastSoftware,
             promotion_threshold: 3,
             trace: true,
+            timeline: true,
             batch_reclaim: false,
             global_asids: Some(2),
             pcid: false,
@@ -53,6 +54,10 @@ fn parses_every_option() {
             switch_delay_us: 0,
         })
     );
+    let timeline = |line| parse(line).map(|options| options.tlb.timeline);
+    assert_eq!(timeline("tlb.timeline=off"), Ok(false));
+    assert_eq!(timeline(""), Ok(false));
+    assert!(timeline("tlb.timeline=yes").is_err());
     let delay = |line| parse(line).map(|options| options.tlb.switch_delay_us);
     assert_eq!(delay("tlb.switch-delay=50"), Ok(50));
     assert!(delay("tlb.switch-delay=1001").is_err());

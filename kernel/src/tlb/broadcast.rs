@@ -28,7 +28,8 @@ use tlb_types::InvlpgbOperands;
 
 use crate::{
     smp,
-    tlb::{KernelTlb, invlpgb_log, system},
+    timeline::{Kind, Purpose},
+    tlb::{KernelTlb, invlpgb_log, recorder, system},
     tlb_mode::InvlpgbBug,
 };
 
@@ -98,7 +99,9 @@ impl Invlpgb {
         }
         // Timed only for the trace: a flush pays no clock reads otherwise.
         let started = self.trace.then(hal::time::now_ns);
+        recorder::record(Kind::TlbsyncBegin);
         hal::tlb::tlbsync();
+        recorder::record(Kind::TlbsyncEnd);
         invlpgb_log::synced(started.map(|started| hal::time::now_ns().saturating_sub(started)));
     }
 }
@@ -106,6 +109,7 @@ impl Invlpgb {
 fn issue(operands: &InvlpgbOperands, trace: bool) {
     hal::tlb::invlpgb(*operands);
     invlpgb_log::issued(operands, trace);
+    recorder::record(Kind::Invlpgb(*operands));
 }
 
 impl KernelBroadcast {
@@ -119,12 +123,20 @@ impl KernelBroadcast {
 
 /// Runs `op` on every online CPU (the software backend).
 fn broadcast_by_ipi(op: &BroadcastOp) {
-    let handler = || system().handle_broadcast_ipi(&KernelTlb, op);
-    if let Err(unanswered) = smp::call_on(&smp::online(), &handler) {
-        crate::fatal::stop(
+    let everyone = smp::online();
+    let me = hal::percpu::current().index;
+    let round = recorder::send_round(Purpose::Broadcast, &everyone.without(me));
+    let handler = || recorder::handling(round, || system().handle_broadcast_ipi(&KernelTlb, op));
+    match smp::call_on(&everyone, &handler) {
+        Ok(_) => {
+            if let Some(round) = round {
+                round.answered();
+            }
+        }
+        Err(unanswered) => crate::fatal::stop(
             format_args!("TLB broadcast not acknowledged: {unanswered}"),
             None,
-        );
+        ),
     }
 }
 
