@@ -11,13 +11,18 @@
 //! command word. A new command is one more variant of `Command` and one
 //! more arm in [`main`].
 
-use std::{path::PathBuf, process::ExitCode, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    process::ExitCode,
+    time::Duration,
+};
 
 use clap::{Args, Parser, Subcommand};
 
 use crate::{
     bench::{self, BenchCommand},
-    machine::{self, Accelerator, Config, Firmware, Outcome, Qemu, QemuPathError},
+    machine::{self, Accelerator, Config, Firmware, Outcome, Qemu, QemuPathError, Run},
+    timeline::{self, Window},
 };
 
 /// Boot the shootdown teaching kernel in QEMU.
@@ -130,6 +135,14 @@ struct BootArgs {
     /// Kill the run if the kernel prints nothing for this many seconds.
     #[arg(long)]
     stall_timeout: Option<u64>,
+    /// Record each CPU's part in every shootdown (tlb.timeline=on) and write
+    /// DIR/timeline.json (Perfetto, chrome://tracing) and DIR/timeline.svg.
+    #[arg(long, value_name = "DIR")]
+    timeline: Option<PathBuf>,
+    /// What timeline.svg shows: the N-th shootdown [default: 1], FROM..TO
+    /// in microseconds since boot, or all.
+    #[arg(long, value_name = "N|FROM..TO|all", value_parser = Window::parse, requires = "timeline")]
+    timeline_window: Option<Window>,
     /// Kernel command line words (key=value).
     kernel_options: Vec<String>,
 }
@@ -175,12 +188,20 @@ fn boot(args: BootArgs) -> ExitCode {
         );
         return ExitCode::FAILURE;
     }
+    let mut kernel_options = args.kernel_options.clone();
+    if args.timeline.is_some() {
+        if kernel_options.iter().any(|word| word == "tlb.timeline=off") {
+            eprintln!("runner: --timeline needs the timeline, and tlb.timeline=off turns it off");
+            return ExitCode::FAILURE;
+        }
+        kernel_options.push("tlb.timeline=on".to_string());
+    }
     let config = Config {
         cpus: args.smp,
         gdb: args.gdb,
         timeout: Duration::from_secs(args.timeout),
         stall_timeout: args.stall_timeout.map(Duration::from_secs),
-        cmdline: args.kernel_options.join(" "),
+        cmdline: kernel_options.join(" "),
         echo: true,
         ..args.machine.config()
     };
@@ -210,10 +231,40 @@ fn boot(args: BootArgs) -> ExitCode {
         run.elapsed.as_secs_f64(),
         run.ending()
     );
-    match run.outcome {
-        Outcome::Success => ExitCode::SUCCESS,
-        _ => {
-            eprint!("{}", run.diagnostics.describe());
+    if run.outcome != Outcome::Success {
+        eprint!("{}", run.diagnostics.describe());
+        return ExitCode::FAILURE;
+    }
+    match &args.timeline {
+        Some(dir) => write_timeline(dir, &run, &config, args.timeline_window.unwrap_or_default()),
+        None => ExitCode::SUCCESS,
+    }
+}
+
+/// Writes the timeline of `run` into `dir` and says what it holds.
+fn write_timeline(dir: &Path, run: &Run, config: &Config, window: Window) -> ExitCode {
+    let info = timeline::RunInfo {
+        command_line: config.cmdline.clone(),
+        dropped: 0,
+    };
+    match timeline::write(dir, run.serial.iter().map(String::as_str), &info, &window) {
+        Ok(written) => {
+            eprintln!(
+                "runner: timeline of {} CPUs, {} events ({} did not fit): {} slices, {} IPI arrows; \
+                 {} shows {} of {} shootdowns",
+                written.summary.cpus,
+                written.summary.recorded,
+                written.summary.dropped,
+                written.counts.slices,
+                written.counts.flows,
+                dir.join("timeline.svg").display(),
+                written.drawn_shootdowns,
+                written.shootdowns,
+            );
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("runner: no timeline written: {error}");
             ExitCode::FAILURE
         }
     }

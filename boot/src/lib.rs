@@ -7,15 +7,19 @@
 //! chosen CPU model, CPU count and kernel command line, enforces a timeout
 //! and says how the run ended. [`report`] turns the kernel's `ktest:` lines
 //! into per-test results; [`coherence`] reads the coherence stress's
-//! summary. [`cli`] is the `cargo run` front end; [`bench`](mod@bench) and
-//! [`fuzz`] are its subcommands.
+//! summary; [`timeline`] turns the kernel's `timeline:` lines into a
+//! Chrome trace and a picture (`cargo run -- --timeline DIR`). [`cli`] is
+//! the `cargo run` front end; [`bench`](mod@bench) and [`fuzz`] are its
+//! subcommands; [`drawing`] is what their pictures share.
 
 pub mod bench;
 pub mod cli;
 pub mod coherence;
+pub mod drawing;
 pub mod fuzz;
 pub mod machine;
 pub mod report;
+pub mod timeline;
 
 /// Whether a kernel command line asks for the in-kernel tests (`run=tests`,
 /// `run=list` or `test=...`), which only the `kernel-tests` image has: every

@@ -12,6 +12,7 @@
 use std::fmt::Write;
 
 use super::stats::Spread;
+use crate::drawing::{self, escape};
 
 /// One line of the plot: its points, one per x category (`None`: no data).
 pub struct Series {
@@ -45,26 +46,9 @@ const Y_TICKS: f64 = 5.0;
 /// logarithmic.
 const LOG_SPAN: f64 = 20.0;
 
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-/// A round tick step (1, 2, 2.5 or 5 times a power of ten) so that
-/// `Y_TICKS` steps reach at least `max`.
+/// A round step for a linear y axis up to `max`.
 fn tick_step(max: f64) -> f64 {
-    if max <= 0.0 {
-        return 1.0;
-    }
-    let raw = max / Y_TICKS;
-    let magnitude = 10f64.powf(raw.log10().floor());
-    [1.0, 2.0, 2.5, 5.0, 10.0]
-        .into_iter()
-        .map(|factor| factor * magnitude)
-        .find(|&step| step >= raw)
-        .unwrap_or(10.0 * magnitude)
+    drawing::tick_step(max, Y_TICKS)
 }
 
 /// How values map to heights.

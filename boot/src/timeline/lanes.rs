@@ -1,0 +1,300 @@
+//! The kernel's timeline events, paired up into what both pictures draw:
+//! per CPU, the slices (a begin and its end), the instants, and the arrows
+//! from each IPI's sender to its receiver's handler.
+//!
+//! Each CPU's events are taken in time order. A request, a handler and a
+//! TLBSYNC wait are a begin and an end; a round of IPIs is its
+//! `ipis-sent` and `answers-seen` on the sender, which makes the sender's
+//! "waiting for answers" slice, and one arrow to each target's handler of
+//! that round. A `decision` describes the request it falls in. An event
+//! whose partner was dropped (a full buffer) is counted, not drawn.
+
+use std::collections::HashMap;
+
+use kernel::timeline::{Decision, Event, Flushed, Kind, Purpose};
+
+/// One span of time on one CPU.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Slice {
+    pub cpu: usize,
+    pub begin_ns: u64,
+    pub end_ns: u64,
+    pub what: SliceKind,
+}
+
+/// What a slice is.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SliceKind {
+    /// A flush request, with `mm`'s decision if it was recorded.
+    Request(Option<Decision>),
+    /// The sender waits for the answers of its round `round`.
+    Waiting {
+        round: u64,
+        purpose: Purpose,
+        targets: usize,
+    },
+    /// A target's handler for `from`'s round `round`.
+    Handler {
+        from: usize,
+        round: u64,
+        purpose: Purpose,
+        flushed: Flushed,
+    },
+    /// TLBSYNC: waiting for this CPU's INVLPGBs everywhere.
+    Tlbsync,
+}
+
+/// One moment on one CPU.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Instant {
+    pub cpu: usize,
+    pub ns: u64,
+    pub what: InstantKind,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum InstantKind {
+    /// An INVLPGB with its operands.
+    Invlpgb(tlb_types::InvlpgbOperands),
+    /// A decision outside any recorded request (promotion, rollover).
+    Decision(Decision),
+}
+
+/// An IPI: from its sender, when the round went out, to its receiver,
+/// when the handler began.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Arrow {
+    pub from: usize,
+    pub sent_ns: u64,
+    pub to: usize,
+    pub received_ns: u64,
+    pub round: u64,
+    pub purpose: Purpose,
+}
+
+/// Everything the pictures draw.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Lanes {
+    /// How many CPUs recorded events (the lanes, 0..cpus).
+    pub cpus: usize,
+    pub slices: Vec<Slice>,
+    pub instants: Vec<Instant>,
+    pub arrows: Vec<Arrow>,
+    /// Begins without an end and ends without a begin (their partner did
+    /// not fit in the buffer).
+    pub unmatched: usize,
+}
+
+/// What is open on one CPU.
+#[derive(Default)]
+struct Open {
+    requests: Vec<(u64, Option<Decision>)>,
+    handlers: Vec<(u64, usize, u64)>,
+    tlbsync: Option<u64>,
+}
+
+/// A round as its sender recorded it.
+struct Round {
+    sent_ns: u64,
+    purpose: Purpose,
+    targets: Vec<usize>,
+}
+
+impl Lanes {
+    /// Pairs `events` up (any order; each CPU's are sorted by time).
+    pub fn from_events(events: &[Event]) -> Self {
+        let mut sorted = events.to_vec();
+        sorted.sort_by_key(|event| (event.cpu, event.ns));
+        let mut lanes = Self {
+            cpus: sorted.iter().map(|event| event.cpu + 1).max().unwrap_or(0),
+            ..Self::default()
+        };
+        let rounds = rounds_of(&sorted);
+        let mut open: HashMap<usize, Open> = HashMap::new();
+        for event in &sorted {
+            lanes.take(event, open.entry(event.cpu).or_default(), &rounds);
+        }
+        lanes.unmatched += open
+            .values()
+            .map(|open| {
+                open.requests.len() + open.handlers.len() + usize::from(open.tlbsync.is_some())
+            })
+            .sum::<usize>();
+        lanes
+            .slices
+            .sort_by_key(|slice| (slice.begin_ns, slice.cpu));
+        lanes.arrows.sort_by_key(|arrow| (arrow.sent_ns, arrow.to));
+        lanes
+    }
+
+    fn take(&mut self, event: &Event, open: &mut Open, rounds: &HashMap<(usize, u64), Round>) {
+        let cpu = event.cpu;
+        let slice = |begin_ns, what| Slice {
+            cpu,
+            begin_ns,
+            end_ns: event.ns,
+            what,
+        };
+        match event.kind {
+            Kind::RequestBegin => open.requests.push((event.ns, None)),
+            Kind::Decision(decision) => match open.requests.last_mut() {
+                Some((_, slot @ None)) => *slot = Some(decision),
+                _ => self.instants.push(Instant {
+                    cpu,
+                    ns: event.ns,
+                    what: InstantKind::Decision(decision),
+                }),
+            },
+            Kind::RequestEnd => match open.requests.pop() {
+                Some((begin, decision)) => {
+                    self.slices.push(slice(begin, SliceKind::Request(decision)))
+                }
+                None => self.unmatched += 1,
+            },
+            Kind::IpisSent { .. } => {}
+            Kind::AnswersSeen { round } => match rounds.get(&(cpu, round)) {
+                Some(sent) => self.slices.push(slice(
+                    sent.sent_ns,
+                    SliceKind::Waiting {
+                        round,
+                        purpose: sent.purpose,
+                        targets: sent.targets.len(),
+                    },
+                )),
+                None => self.unmatched += 1,
+            },
+            Kind::HandlerBegin { from, round } => {
+                open.handlers.push((event.ns, from, round));
+                match rounds.get(&(from, round)) {
+                    Some(sent) if sent.targets.contains(&cpu) => self.arrows.push(Arrow {
+                        from,
+                        sent_ns: sent.sent_ns,
+                        to: cpu,
+                        received_ns: event.ns,
+                        round,
+                        purpose: sent.purpose,
+                    }),
+                    _ => self.unmatched += 1,
+                }
+            }
+            Kind::HandlerEnd {
+                from,
+                round,
+                flushed,
+            } => match open
+                .handlers
+                .iter()
+                .rposition(|&(_, f, r)| (f, r) == (from, round))
+            {
+                Some(index) => {
+                    let (begin, ..) = open.handlers.remove(index);
+                    let purpose = rounds
+                        .get(&(from, round))
+                        .map_or(Purpose::Flush, |sent| sent.purpose);
+                    self.slices.push(slice(
+                        begin,
+                        SliceKind::Handler {
+                            from,
+                            round,
+                            purpose,
+                            flushed,
+                        },
+                    ));
+                }
+                None => self.unmatched += 1,
+            },
+            Kind::Invlpgb(operands) => self.instants.push(Instant {
+                cpu,
+                ns: event.ns,
+                what: InstantKind::Invlpgb(operands),
+            }),
+            Kind::TlbsyncBegin => open.tlbsync = Some(event.ns),
+            Kind::TlbsyncEnd => match open.tlbsync.take() {
+                Some(begin) => self.slices.push(slice(begin, SliceKind::Tlbsync)),
+                None => self.unmatched += 1,
+            },
+        }
+    }
+
+    /// The first and last time anything happened (`None`: nothing did).
+    pub fn span(&self) -> Option<(u64, u64)> {
+        let times = self
+            .slices
+            .iter()
+            .flat_map(|slice| [slice.begin_ns, slice.end_ns])
+            .chain(self.instants.iter().map(|instant| instant.ns));
+        let (mut first, mut last) = (u64::MAX, 0);
+        for ns in times {
+            first = first.min(ns);
+            last = last.max(ns);
+        }
+        (first <= last).then_some((first, last))
+    }
+
+    /// The flush requests that sent IPIs, in time order: the shootdowns a
+    /// window can be centred on.
+    pub fn shootdowns(&self) -> Vec<&Slice> {
+        self.slices
+            .iter()
+            .filter(|slice| matches!(slice.what, SliceKind::Request(_)))
+            .filter(|request| {
+                self.arrows.iter().any(|arrow| {
+                    arrow.from == request.cpu
+                        && (request.begin_ns..=request.end_ns).contains(&arrow.sent_ns)
+                })
+            })
+            .collect()
+    }
+
+    /// Only what lies in `from_ns..=to_ns` (a slice or arrow that overlaps it).
+    pub fn window(&self, from_ns: u64, to_ns: u64) -> Self {
+        let overlaps = |begin: u64, end: u64| begin <= to_ns && end >= from_ns;
+        Self {
+            cpus: self.cpus,
+            slices: self
+                .slices
+                .iter()
+                .filter(|slice| overlaps(slice.begin_ns, slice.end_ns))
+                .cloned()
+                .collect(),
+            instants: self
+                .instants
+                .iter()
+                .filter(|instant| overlaps(instant.ns, instant.ns))
+                .cloned()
+                .collect(),
+            arrows: self
+                .arrows
+                .iter()
+                .filter(|arrow| overlaps(arrow.sent_ns, arrow.received_ns))
+                .cloned()
+                .collect(),
+            unmatched: self.unmatched,
+        }
+    }
+}
+
+/// Every round by its sender and number.
+fn rounds_of(events: &[Event]) -> HashMap<(usize, u64), Round> {
+    events
+        .iter()
+        .filter_map(|event| match event.kind {
+            Kind::IpisSent {
+                round,
+                purpose,
+                targets,
+            } => Some((
+                (event.cpu, round),
+                Round {
+                    sent_ns: event.ns,
+                    purpose,
+                    targets: targets.iter().collect(),
+                },
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+pub(super) mod tests;

@@ -1,0 +1,122 @@
+//! `cargo run -- --timeline DIR ...`: each CPU's view of every shootdown
+//! of a run, as `DIR/timeline.json` (the Chrome Trace Event Format, which
+//! Perfetto opens) and `DIR/timeline.svg` (a picture this crate draws, for
+//! the book).
+//!
+//! The kernel records the events with `tlb.timeline=on` and prints them at
+//! the end of the run ([`kernel::timeline`] has their format); this module
+//! reads them back, pairs them into slices, instants and IPI arrows
+//! ([`lanes`]), writes both files, and checks the JSON it wrote against the
+//! format ([`validate`]) before it says it wrote it.
+
+pub mod chrome;
+pub mod lanes;
+pub mod svg;
+pub mod validate;
+
+use std::{fmt, fs, io, path::Path};
+
+use kernel::timeline::{Summary, parse_lines};
+
+pub use chrome::RunInfo;
+pub use lanes::Lanes;
+pub use svg::Window;
+
+/// What [`write()`] wrote.
+#[derive(Debug)]
+pub struct Written {
+    pub summary: Summary,
+    pub counts: validate::Counts,
+    /// The shootdowns in the picture, of all the run had.
+    pub drawn_shootdowns: usize,
+    pub shootdowns: usize,
+}
+
+/// Why no timeline was written.
+#[derive(Debug)]
+pub enum TimelineError {
+    /// The run printed no `timeline-end:` line.
+    NotRecorded,
+    /// A timeline line does not parse (its number in the output, from 1).
+    BadLine {
+        line: usize,
+        why: String,
+    },
+    /// The window asks for a shootdown the run does not have.
+    NoSuchShootdown {
+        asked: usize,
+        shootdowns: usize,
+    },
+    /// The JSON written breaks the format (a bug of this crate).
+    Invalid(Vec<String>),
+    Io(io::Error),
+}
+
+impl fmt::Display for TimelineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotRecorded => write!(
+                f,
+                "the kernel printed no timeline (it records one with tlb.timeline=on; a \
+                 run that ends before its totals, or a heap too small for the buffers, \
+                 prints none)"
+            ),
+            Self::BadLine { line, why } => write!(f, "output line {line}: {why}"),
+            Self::NoSuchShootdown { asked, shootdowns } => write!(
+                f,
+                "the window asks for shootdown {asked}, and the run had {shootdowns}"
+            ),
+            Self::Invalid(problems) => write!(
+                f,
+                "the trace written breaks the Chrome trace format: {}",
+                problems.join("; ")
+            ),
+            Self::Io(error) => write!(f, "{error}"),
+        }
+    }
+}
+
+impl From<io::Error> for TimelineError {
+    fn from(error: io::Error) -> Self {
+        Self::Io(error)
+    }
+}
+
+/// Reads the timeline in `output` (a run's serial lines) and writes
+/// `dir/timeline.json` (everything) and `dir/timeline.svg` (`window` of it).
+pub fn write<'a>(
+    dir: &Path,
+    output: impl IntoIterator<Item = &'a str>,
+    run: &RunInfo,
+    window: &Window,
+) -> Result<Written, TimelineError> {
+    let (events, summary) = parse_lines(output).map_err(|(line, why)| TimelineError::BadLine {
+        line,
+        why: why.to_string(),
+    })?;
+    let summary = summary.ok_or(TimelineError::NotRecorded)?;
+    let lanes = Lanes::from_events(&events);
+    let run = RunInfo {
+        dropped: summary.dropped,
+        ..run.clone()
+    };
+    let trace = chrome::trace(&lanes, &run);
+    let counts = validate::validate(&trace).map_err(TimelineError::Invalid)?;
+    let shootdowns = lanes.shootdowns().len();
+    let (picture, drawn_shootdowns) = svg::draw(&lanes, window, &run)?;
+    fs::create_dir_all(dir)?;
+    fs::write(
+        dir.join("timeline.json"),
+        serde_json::to_string(&trace).expect("a JSON value serializes"),
+    )?;
+    fs::write(dir.join("timeline.svg"), picture)?;
+    Ok(Written {
+        summary,
+        counts,
+        drawn_shootdowns,
+        shootdowns,
+    })
+}
+
+#[cfg(test)]
+mod tests;
