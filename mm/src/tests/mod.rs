@@ -9,6 +9,7 @@ mod batching;
 mod flushing;
 mod global;
 mod invlpgb_sequence;
+mod lazy;
 mod switching;
 
 /// The kernel keeps these in statics and passes requests between CPUs.
