@@ -129,6 +129,15 @@ fn sent_during(lanes: &Lanes, request: &Slice, purpose: Purpose) -> usize {
         .count()
 }
 
+/// `request` was a broadcast: no targeted IPI went out while it ran, and
+/// `broadcast_ipis` IPIs of the software backend did (0 with INVLPGB).
+fn assert_broadcast(lanes: &Lanes, request: &Slice, broadcast_ipis: usize) {
+    assert_eq!(reason(request), Some(TraceReason::Broadcast), "{request:?}");
+    let sent = |purpose| sent_during(lanes, request, purpose);
+    assert_eq!(sent(Purpose::Flush), 0, "a targeted IPI in {request:?}");
+    assert_eq!(sent(Purpose::Broadcast), broadcast_ipis, "in {request:?}");
+}
+
 #[test]
 fn a_promoted_run_broadcasts_instead_of_sending_targeted_ipis() {
     let run = boot(
@@ -138,17 +147,7 @@ fn a_promoted_run_broadcasts_instead_of_sending_targeted_ipis() {
     assert!(run.printed("promoted=yes"), "{}", run.describe());
     let lanes = lanes_of(&run, "promoted");
     for request in last_requests(&lanes, 20) {
-        assert_eq!(reason(request), Some(TraceReason::Broadcast), "{request:?}");
-        assert_eq!(
-            sent_during(&lanes, request, Purpose::Flush),
-            0,
-            "targeted: {request:?}"
-        );
-        assert_eq!(
-            sent_during(&lanes, request, Purpose::Broadcast),
-            3,
-            "every other CPU: {request:?}"
-        );
+        assert_broadcast(&lanes, request, 3);
     }
 }
 
@@ -174,17 +173,7 @@ fn a_promoted_run_on_invlpgb_sends_no_ipi_at_all() {
     assert!(run.printed("promoted=yes"), "{}", run.describe());
     let lanes = lanes_of(&run, "invlpgb");
     for request in last_requests(&lanes, 20) {
-        assert_eq!(reason(request), Some(TraceReason::Broadcast), "{request:?}");
-        assert_eq!(
-            sent_during(&lanes, request, Purpose::Flush),
-            0,
-            "targeted: {request:?}"
-        );
-        assert_eq!(
-            sent_during(&lanes, request, Purpose::Broadcast),
-            0,
-            "{request:?}"
-        );
+        assert_broadcast(&lanes, request, 0);
         let within = |ns: u64| (request.begin_ns..=request.end_ns).contains(&ns);
         assert!(
             lanes.instants.iter().any(|instant| instant.cpu == 0

@@ -22,7 +22,7 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use hal::{percpu, time};
-use mm::{CounterSnapshot, CpuSet, TraceEvent};
+use mm::{CpuSet, TraceEvent};
 use spin::Once;
 
 use crate::timeline::{Decision, Event, Flushed, Kind, PAYLOAD_WORDS, Purpose, Summary};
@@ -31,7 +31,8 @@ use crate::timeline::{Decision, Event, Flushed, Kind, PAYLOAD_WORDS, Purpose, Su
 /// hundred flushes records a few thousand; longer runs keep their start.
 pub const CAPACITY: usize = 4096;
 
-/// A slot: the tag (0: not written yet), the time, the payload.
+/// A slot: the tag (0: not written yet), the TSC (converted to time since
+/// boot only when printed: one instruction on the hot path), the payload.
 type Slot = [AtomicU64; 2 + PAYLOAD_WORDS];
 
 /// Whether the timeline is on (set once, at boot, before any AP runs).
@@ -104,7 +105,7 @@ fn record_on(cpu: usize, kind: Kind) {
     }
     let slot = &buffer.slots[index];
     let (tag, payload) = kind.pack();
-    slot[1].store(time::now_ns(), Ordering::Relaxed);
+    slot[1].store(time::ticks(), Ordering::Relaxed);
     for (word, value) in slot[2..].iter().zip(payload) {
         word.store(value, Ordering::Relaxed);
     }
@@ -172,15 +173,20 @@ pub fn handling(round: Option<Round>, handler: impl FnOnce()) {
                     round: round.number,
                 },
             );
-            let before = counters(me);
+            let before = flush_counts(me);
             handler();
-            let after = counters(me);
+            let after = flush_counts(me);
             record_on(
                 me,
                 Kind::HandlerEnd {
                     from: round.from,
                     round: round.number,
-                    flushed: flushed_between(&before, &after),
+                    flushed: Flushed {
+                        full: after.full.saturating_sub(before.full),
+                        partial: after.partial.saturating_sub(before.partial),
+                        pages: after.pages.saturating_sub(before.pages),
+                        trims: after.trims.saturating_sub(before.trims),
+                    },
                 },
             );
         }
@@ -188,17 +194,16 @@ pub fn handling(round: Option<Round>, handler: impl FnOnce()) {
     }
 }
 
-fn counters(cpu: usize) -> CounterSnapshot {
-    super::system().cpu(cpu).counters().snapshot()
-}
-
-fn flushed_between(before: &CounterSnapshot, after: &CounterSnapshot) -> Flushed {
-    let done = after.delta_since(before);
+/// The four counters of `cpu` that say what a handler did, so far. (Only
+/// these: a whole snapshot reads all of them, which a handler would pay for
+/// twice.)
+fn flush_counts(cpu: usize) -> Flushed {
+    let counters = super::system().cpu(cpu).counters();
     Flushed {
-        full: done.local_full_flushes,
-        partial: done.local_partial_flushes,
-        pages: done.pages_invalidated,
-        trims: done.cpu_set_trims,
+        full: counters.local_full_flushes.load(Ordering::Relaxed),
+        partial: counters.local_partial_flushes.load(Ordering::Relaxed),
+        pages: counters.pages_invalidated.load(Ordering::Relaxed),
+        trims: counters.cpu_set_trims.load(Ordering::Relaxed),
     }
 }
 
@@ -209,6 +214,10 @@ pub fn print_all() {
     if !on() {
         return;
     }
+    // One moment on both clocks turns each recorded TSC into time since boot.
+    let (now_ticks, now_ns) = (time::ticks(), time::now_ns());
+    let ns_of =
+        |ticks: u64| now_ns.saturating_sub(time::ticks_to_ns(now_ticks.saturating_sub(ticks)));
     let mut summary = Summary {
         cpus: buffers().len(),
         capacity: CAPACITY,
@@ -227,7 +236,7 @@ pub fn print_all() {
             let Some(kind) = Kind::unpack(tag, &payload) else {
                 continue;
             };
-            let ns = slot[1].load(Ordering::Relaxed);
+            let ns = ns_of(slot[1].load(Ordering::Relaxed));
             hal::println!("{}", Event { cpu, ns, kind });
             summary.recorded += 1;
         }
