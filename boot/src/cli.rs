@@ -139,9 +139,10 @@ struct BootArgs {
     /// DIR/timeline.json (Perfetto, chrome://tracing) and DIR/timeline.svg.
     #[arg(long, value_name = "DIR")]
     timeline: Option<PathBuf>,
-    /// What timeline.svg shows: the N-th shootdown [default: 1], FROM..TO
-    /// in microseconds since boot, or all.
-    #[arg(long, value_name = "N|FROM..TO|all", value_parser = Window::parse, requires = "timeline")]
+    /// What timeline.svg shows: a shootdown of median length [default:
+    /// typical], the N-th, the last, FROM..TO in microseconds since boot,
+    /// or all.
+    #[arg(long, value_name = "typical|N|last|FROM..TO|all", value_parser = Window::parse, requires = "timeline")]
     timeline_window: Option<Window>,
     /// Kernel command line words (key=value).
     kernel_options: Vec<String>,

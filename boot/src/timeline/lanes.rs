@@ -231,17 +231,23 @@ impl Lanes {
         (first <= last).then_some((first, last))
     }
 
-    /// The flush requests that sent IPIs, in time order: the shootdowns a
-    /// window can be centred on.
+    /// The flush requests that reached other CPUs, by IPI or by INVLPGB,
+    /// in time order: the shootdowns a window can be centred on.
     pub fn shootdowns(&self) -> Vec<&Slice> {
         self.slices
             .iter()
             .filter(|slice| matches!(slice.what, SliceKind::Request(_)))
             .filter(|request| {
-                self.arrows.iter().any(|arrow| {
-                    arrow.from == request.cpu
-                        && (request.begin_ns..=request.end_ns).contains(&arrow.sent_ns)
-                })
+                let during = |cpu: usize, ns: u64| {
+                    cpu == request.cpu && (request.begin_ns..=request.end_ns).contains(&ns)
+                };
+                self.arrows
+                    .iter()
+                    .any(|arrow| during(arrow.from, arrow.sent_ns))
+                    || self.instants.iter().any(|instant| {
+                        matches!(instant.what, InstantKind::Invlpgb(_))
+                            && during(instant.cpu, instant.ns)
+                    })
             })
             .collect()
     }

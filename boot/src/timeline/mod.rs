@@ -95,7 +95,9 @@ pub fn write<'a>(
         why: why.to_string(),
     })?;
     let summary = summary.ok_or(TimelineError::NotRecorded)?;
-    let lanes = Lanes::from_events(&events);
+    let mut lanes = Lanes::from_events(&events);
+    // A CPU that took no part still gets its (empty) lane.
+    lanes.cpus = lanes.cpus.max(summary.cpus);
     let run = RunInfo {
         dropped: summary.dropped,
         ..run.clone()

@@ -4,9 +4,9 @@
 //! for each INVLPGB, a time axis in microseconds and a legend.
 //!
 //! A whole run is thousands of shootdowns; the picture shows a window of it
-//! ([`Window`]): by default the first shootdown (a flush request that sent
-//! IPIs), or the N-th, or a span of time, so that one shootdown fills the
-//! width.
+//! ([`Window`]): by default a typical shootdown (a flush request that sent
+//! IPIs, of median length), or the N-th, or a span of time, so that one
+//! shootdown fills the width.
 
 use std::fmt::Write;
 
@@ -19,28 +19,32 @@ use crate::drawing::{escape, tick_step};
 use kernel::timeline::Purpose;
 
 /// Which part of the run the picture shows.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub enum Window {
     /// The N-th shootdown (from 1), with a margin around it.
     Shootdown(usize),
+    /// The run's last shootdown.
+    Last,
+    /// The shootdown of median length: a typical one, where the first may
+    /// be slow (cold caches) and any one may have waited for the host to
+    /// run a virtual CPU.
+    #[default]
+    Typical,
     /// From..to, in microseconds since boot (the JSON's times).
     Span { from_us: f64, to_us: f64 },
     /// Everything.
     All,
 }
 
-impl Default for Window {
-    fn default() -> Self {
-        Self::Shootdown(1)
-    }
-}
-
 impl Window {
-    /// `N` (the N-th shootdown), `FROM..TO` (microseconds since boot) or
-    /// `all`, as `--timeline-window` takes it.
+    /// `N` (the N-th shootdown), `typical`, `last`, `FROM..TO`
+    /// (microseconds since boot) or `all`, as `--timeline-window` takes it.
     pub fn parse(text: &str) -> Result<Self, String> {
-        if text == "all" {
-            return Ok(Self::All);
+        match text {
+            "all" => return Ok(Self::All),
+            "typical" => return Ok(Self::Typical),
+            "last" => return Ok(Self::Last),
+            _ => {}
         }
         if let Some((from, to)) = text.split_once("..") {
             let number = |text: &str| text.trim().parse::<f64>().ok().filter(|v| v.is_finite());
@@ -56,7 +60,7 @@ impl Window {
         match text.parse::<usize>() {
             Ok(n) if n >= 1 => Ok(Self::Shootdown(n)),
             _ => Err(format!(
-                "'{text}' is not a shootdown number (1, 2, ...), FROM..TO in microseconds, or all"
+                "'{text}' is not a shootdown number (1, 2, ...), typical, last, FROM..TO in microseconds, or all"
             )),
         }
     }
@@ -66,11 +70,11 @@ const WIDTH: f64 = 960.0;
 const LEFT: f64 = 70.0;
 const RIGHT: f64 = 20.0;
 const TOP: f64 = 64.0;
-const LANE: f64 = 60.0;
+const LANE: f64 = 72.0;
 /// Below the lanes: the axis, its label, and the legend.
 const BOTTOM: f64 = 110.0;
 /// How far a nested slice's box sits inside its parent's.
-const INSET: f64 = 7.0;
+const INSET: f64 = 13.0;
 /// Labels need about this many pixels per character.
 const CHAR_WIDTH: f64 = 6.2;
 
@@ -91,8 +95,19 @@ pub fn draw(
     run: &RunInfo,
 ) -> Result<(String, usize), TimelineError> {
     let shootdowns = lanes.shootdowns();
-    let (from_ns, to_ns, title) = match *window {
-        Window::Shootdown(n) => {
+    let chosen = match *window {
+        Window::Shootdown(n) => Some(n),
+        Window::Last => Some(shootdowns.len().max(1)),
+        Window::Typical => Some(median_shootdown(&shootdowns).ok_or(
+            TimelineError::NoSuchShootdown {
+                asked: 1,
+                shootdowns: 0,
+            },
+        )?),
+        _ => None,
+    };
+    let (from_ns, to_ns, title) = match (window, chosen) {
+        (_, Some(n)) => {
             let shootdown = shootdowns
                 .get(n - 1)
                 .ok_or(TimelineError::NoSuchShootdown {
@@ -104,18 +119,23 @@ pub fn draw(
                 shootdown.begin_ns.saturating_sub(margin),
                 shootdown.end_ns + margin,
                 format!(
-                    "Shootdown {n} of {}: {}",
+                    "Shootdown {n} of {}{}: {}",
                     shootdowns.len(),
+                    if *window == Window::Typical {
+                        " (of median length)"
+                    } else {
+                        ""
+                    },
                     describe(shootdown)
                 ),
             )
         }
-        Window::Span { from_us, to_us } => (
+        (Window::Span { from_us, to_us }, None) => (
             (from_us * 1000.0) as u64,
             (to_us * 1000.0) as u64,
             format!("{from_us} us to {to_us} us after boot"),
         ),
-        Window::All => {
+        _ => {
             let (first, last) = lanes.span().unwrap_or((0, 1));
             (first, last.max(first + 1), "The whole run".to_string())
         }
@@ -128,6 +148,13 @@ pub fn draw(
         cpus: lanes.cpus.max(1),
     };
     Ok((canvas.render(&shown, &title, run), drawn))
+}
+
+/// The number (from 1) of the shootdown whose length is the median.
+fn median_shootdown(shootdowns: &[&Slice]) -> Option<usize> {
+    let mut by_length: Vec<usize> = (0..shootdowns.len()).collect();
+    by_length.sort_by_key(|&index| shootdowns[index].end_ns - shootdowns[index].begin_ns);
+    by_length.get(by_length.len() / 2).map(|index| index + 1)
 }
 
 /// "CPU 0 flushes address space 2, 1 page (Ipi)".

@@ -26,7 +26,7 @@ fn run() -> RunInfo {
 #[test]
 fn both_files_are_written_and_the_json_is_valid() {
     let dir = scratch("both");
-    let written = write(&dir, output(), &run(), &Window::default()).expect("written");
+    let written = write(&dir, output(), &run(), &Window::Shootdown(1)).expect("written");
     assert_eq!(written.summary.recorded, 9);
     assert_eq!((written.shootdowns, written.drawn_shootdowns), (1, 1));
     assert_eq!(written.counts.flows, 2, "one arrow per target");
@@ -81,6 +81,8 @@ fn a_run_without_a_timeline_or_that_shootdown_is_refused() {
 fn windows_parse_or_say_why_not() {
     assert_eq!(Window::parse("3"), Ok(Window::Shootdown(3)));
     assert_eq!(Window::parse("all"), Ok(Window::All));
+    assert_eq!(Window::parse("typical"), Ok(Window::Typical));
+    assert_eq!(Window::parse("last"), Ok(Window::Last));
     assert_eq!(
         Window::parse("120.5..180"),
         Ok(Window::Span {
@@ -91,4 +93,48 @@ fn windows_parse_or_say_why_not() {
     for bad in ["0", "-1", "x", "5..2", "1..x", "..3"] {
         assert!(Window::parse(bad).is_err(), "{bad}");
     }
+}
+
+#[test]
+fn the_typical_shootdown_is_the_one_of_median_length() {
+    // Three shootdowns of CPU 0, each with one IPI to CPU 1: 100, 900 and
+    // 300 ns long. The median is the third.
+    let mut lines = Vec::new();
+    for (round, (begin, end)) in [(1000u64, 1100u64), (2000, 2900), (4000, 4300)]
+        .into_iter()
+        .enumerate()
+    {
+        let round = round + 1;
+        lines.push(format!("timeline: cpu=0 ns={begin} request-begin"));
+        lines.push(format!(
+            "timeline: cpu=0 ns={} ipis-sent round={round} for=flush targets=1",
+            begin + 10
+        ));
+        lines.push(format!(
+            "timeline: cpu=1 ns={} handler-begin from=0 round={round}",
+            begin + 20
+        ));
+        lines.push(format!(
+            "timeline: cpu=1 ns={} handler-end from=0 round={round} full=0 partial=1 pages=1 trims=0",
+            begin + 30
+        ));
+        lines.push(format!(
+            "timeline: cpu=0 ns={} answers-seen round={round}",
+            begin + 40
+        ));
+        lines.push(format!("timeline: cpu=0 ns={end} request-end"));
+    }
+    lines.push("timeline-end: cpus=2 capacity=4096 recorded=18 dropped=0".to_string());
+    let dir = scratch("typical");
+    let written = write(
+        &dir,
+        lines.iter().map(String::as_str),
+        &run(),
+        &Window::Typical,
+    )
+    .expect("written");
+    assert_eq!(written.shootdowns, 3);
+    let svg = fs::read_to_string(dir.join("timeline.svg")).unwrap();
+    assert!(svg.contains("Shootdown 3 of 3 (of median length)"), "{svg}");
+    let _ = fs::remove_dir_all(&dir);
 }
