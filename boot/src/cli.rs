@@ -189,14 +189,13 @@ fn boot(args: BootArgs) -> ExitCode {
         );
         return ExitCode::FAILURE;
     }
-    let mut kernel_options = args.kernel_options.clone();
-    if args.timeline.is_some() {
-        if kernel_options.iter().any(|word| word == "tlb.timeline=off") {
-            eprintln!("runner: --timeline needs the timeline, and tlb.timeline=off turns it off");
+    let kernel_options = match kernel_options(&args) {
+        Ok(options) => options,
+        Err(why) => {
+            eprintln!("runner: {why}");
             return ExitCode::FAILURE;
         }
-        kernel_options.push("tlb.timeline=on".to_string());
-    }
+    };
     let config = Config {
         cpus: args.smp,
         gdb: args.gdb,
@@ -219,19 +218,7 @@ fn boot(args: BootArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let entry = run.kernel_entry.map_or("never".to_string(), |time| {
-        format!("{:.2} s", time.as_secs_f64())
-    });
-    // The version's first word ("10.0.2"); QEMU started, so it answers.
-    let version = args.machine.qemu().version().unwrap_or_default();
-    let version = version.split_whitespace().next().unwrap_or("?");
-    eprintln!(
-        "runner: {} CPUs, {}, QEMU {version}; kernel entered after {entry}, run took {:.2} s: {}",
-        config.cpus,
-        config.effective_cpu_model(),
-        run.elapsed.as_secs_f64(),
-        run.ending()
-    );
+    eprintln!("{}", closing_line(&config, &args.machine, &run));
     if run.outcome != Outcome::Success {
         eprint!("{}", run.diagnostics.describe());
         return ExitCode::FAILURE;
@@ -240,6 +227,39 @@ fn boot(args: BootArgs) -> ExitCode {
         Some(dir) => write_timeline(dir, &run, &config, args.timeline_window.unwrap_or_default()),
         None => ExitCode::SUCCESS,
     }
+}
+
+/// The runner's last line: the machine, when the kernel started, how long
+/// the run took and how it ended.
+fn closing_line(config: &Config, machine: &MachineArgs, run: &Run) -> String {
+    let entry = run.kernel_entry.map_or("never".to_string(), |time| {
+        format!("{:.2} s", time.as_secs_f64())
+    });
+    // The version's first word ("10.0.2"); QEMU started, so it answers.
+    let version = machine.qemu().version().unwrap_or_default();
+    let version = version.split_whitespace().next().unwrap_or("?");
+    format!(
+        "runner: {} CPUs, {}, QEMU {version}; kernel entered after {entry}, run took {:.2} s: {}",
+        config.cpus,
+        config.effective_cpu_model(),
+        run.elapsed.as_secs_f64(),
+        run.ending()
+    )
+}
+
+/// The kernel command line of a plain boot: its words, and what the
+/// runner's own options ask of the kernel (`--timeline`: the recording).
+fn kernel_options(args: &BootArgs) -> Result<Vec<String>, String> {
+    let mut options = args.kernel_options.clone();
+    if args.timeline.is_some() {
+        if options.iter().any(|word| word == "tlb.timeline=off") {
+            return Err(
+                "--timeline needs the timeline, and tlb.timeline=off turns it off".to_string(),
+            );
+        }
+        options.push("tlb.timeline=on".to_string());
+    }
+    Ok(options)
 }
 
 /// Writes the timeline of `run` into `dir` and says what it holds.

@@ -127,42 +127,78 @@ impl Lanes {
         lanes
     }
 
-    fn take(&mut self, event: &Event, open: &mut Open, rounds: &HashMap<(usize, u64), Round>) {
-        let cpu = event.cpu;
-        let slice = |begin_ns, what| Slice {
-            cpu,
-            begin_ns,
-            end_ns: event.ns,
-            what,
-        };
+    /// Adds what `event` begins, ends or marks on its CPU, given what is
+    /// `open` there and every sender's `rounds`.
+    fn take(&mut self, event: &Event, open: &mut Open, rounds: &Rounds) {
+        match event.kind {
+            Kind::RequestBegin | Kind::Decision(_) | Kind::RequestEnd => {
+                self.take_request_step(event, open)
+            }
+            Kind::IpisSent { .. } => {}
+            Kind::AnswersSeen { round } => match rounds.get(&(event.cpu, round)) {
+                Some(sent) => self.slices.push(Slice {
+                    cpu: event.cpu,
+                    begin_ns: sent.sent_ns,
+                    end_ns: event.ns,
+                    what: SliceKind::Waiting {
+                        round,
+                        purpose: sent.purpose,
+                        targets: sent.targets.len(),
+                    },
+                }),
+                None => self.unmatched += 1,
+            },
+            Kind::HandlerBegin { .. } | Kind::HandlerEnd { .. } => {
+                self.take_handler_step(event, open, rounds)
+            }
+            Kind::Invlpgb(operands) => self.instants.push(Instant {
+                cpu: event.cpu,
+                ns: event.ns,
+                what: InstantKind::Invlpgb(operands),
+            }),
+            Kind::TlbsyncBegin => open.tlbsync = Some(event.ns),
+            Kind::TlbsyncEnd => match open.tlbsync.take() {
+                Some(begin_ns) => self.slices.push(Slice {
+                    cpu: event.cpu,
+                    begin_ns,
+                    end_ns: event.ns,
+                    what: SliceKind::Tlbsync,
+                }),
+                None => self.unmatched += 1,
+            },
+        }
+    }
+
+    /// A request's begin, its decision (or a decision outside any request:
+    /// an instant), its end.
+    fn take_request_step(&mut self, event: &Event, open: &mut Open) {
         match event.kind {
             Kind::RequestBegin => open.requests.push((event.ns, None)),
             Kind::Decision(decision) => match open.requests.last_mut() {
                 Some((_, slot @ None)) => *slot = Some(decision),
                 _ => self.instants.push(Instant {
-                    cpu,
+                    cpu: event.cpu,
                     ns: event.ns,
                     what: InstantKind::Decision(decision),
                 }),
             },
-            Kind::RequestEnd => match open.requests.pop() {
-                Some((begin, decision)) => {
-                    self.slices.push(slice(begin, SliceKind::Request(decision)))
-                }
+            _ => match open.requests.pop() {
+                Some((begin_ns, decision)) => self.slices.push(Slice {
+                    cpu: event.cpu,
+                    begin_ns,
+                    end_ns: event.ns,
+                    what: SliceKind::Request(decision),
+                }),
                 None => self.unmatched += 1,
             },
-            Kind::IpisSent { .. } => {}
-            Kind::AnswersSeen { round } => match rounds.get(&(cpu, round)) {
-                Some(sent) => self.slices.push(slice(
-                    sent.sent_ns,
-                    SliceKind::Waiting {
-                        round,
-                        purpose: sent.purpose,
-                        targets: sent.targets.len(),
-                    },
-                )),
-                None => self.unmatched += 1,
-            },
+        }
+    }
+
+    /// A handler's begin (and the arrow of the IPI that started it), or its
+    /// end (and its slice).
+    fn take_handler_step(&mut self, event: &Event, open: &mut Open, rounds: &Rounds) {
+        let cpu = event.cpu;
+        match event.kind {
             Kind::HandlerBegin { from, round } => {
                 open.handlers.push((event.ns, from, round));
                 match rounds.get(&(from, round)) {
@@ -181,38 +217,32 @@ impl Lanes {
                 from,
                 round,
                 flushed,
-            } => match open
-                .handlers
-                .iter()
-                .rposition(|&(_, f, r)| (f, r) == (from, round))
-            {
-                Some(index) => {
-                    let (begin, ..) = open.handlers.remove(index);
-                    let purpose = rounds
-                        .get(&(from, round))
-                        .map_or(Purpose::Flush, |sent| sent.purpose);
-                    self.slices.push(slice(
-                        begin,
-                        SliceKind::Handler {
-                            from,
-                            round,
-                            purpose,
-                            flushed,
-                        },
-                    ));
-                }
-                None => self.unmatched += 1,
-            },
-            Kind::Invlpgb(operands) => self.instants.push(Instant {
-                cpu,
-                ns: event.ns,
-                what: InstantKind::Invlpgb(operands),
-            }),
-            Kind::TlbsyncBegin => open.tlbsync = Some(event.ns),
-            Kind::TlbsyncEnd => match open.tlbsync.take() {
-                Some(begin) => self.slices.push(slice(begin, SliceKind::Tlbsync)),
-                None => self.unmatched += 1,
-            },
+            } => {
+                let begun = open
+                    .handlers
+                    .iter()
+                    .rposition(|&(_, f, r)| (f, r) == (from, round));
+                let Some(index) = begun else {
+                    self.unmatched += 1;
+                    return;
+                };
+                let (begin_ns, ..) = open.handlers.remove(index);
+                let purpose = rounds
+                    .get(&(from, round))
+                    .map_or(Purpose::Flush, |sent| sent.purpose);
+                self.slices.push(Slice {
+                    cpu,
+                    begin_ns,
+                    end_ns: event.ns,
+                    what: SliceKind::Handler {
+                        from,
+                        round,
+                        purpose,
+                        flushed,
+                    },
+                });
+            }
+            _ => unreachable!("take passes only handler events"),
         }
     }
 
@@ -281,7 +311,10 @@ impl Lanes {
 }
 
 /// Every round by its sender and number.
-fn rounds_of(events: &[Event]) -> HashMap<(usize, u64), Round> {
+type Rounds = HashMap<(usize, u64), Round>;
+
+/// Every round of `events`.
+fn rounds_of(events: &[Event]) -> Rounds {
     events
         .iter()
         .filter_map(|event| match event.kind {

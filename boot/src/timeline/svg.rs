@@ -250,19 +250,7 @@ impl Canvas {
     }
 
     fn slice(&self, svg: &mut String, slice: &Slice, depth: usize) {
-        let color = match slice.what {
-            SliceKind::Request(_) => REQUEST,
-            SliceKind::Waiting { .. } => WAITING,
-            SliceKind::Handler {
-                purpose: Purpose::Flush,
-                ..
-            } => HANDLER,
-            SliceKind::Handler {
-                purpose: Purpose::Broadcast,
-                ..
-            } => BROADCAST_HANDLER,
-            SliceKind::Tlbsync => TLBSYNC,
-        };
+        let (_, color, _) = slice_style(&slice.what);
         let inset = 4.0 + INSET * depth as f64;
         let top = self.lane_top(slice.cpu) + inset;
         let height = (LANE - 2.0 * inset).max(4.0);
@@ -324,10 +312,7 @@ impl Canvas {
     }
 
     fn arrow(&self, svg: &mut String, arrow: &Arrow) {
-        let (color, marker) = match arrow.purpose {
-            Purpose::Flush => (FLUSH_IPI, "flush"),
-            Purpose::Broadcast => (BROADCAST_IPI, "broadcast"),
-        };
+        let (color, marker, _) = arrow_style(arrow.purpose);
         let (x1, x2) = (self.x(arrow.sent_ns), self.x(arrow.received_ns));
         let from_middle = self.lane_top(arrow.from) + LANE / 2.0;
         let to_top = self.lane_top(arrow.to);
@@ -380,56 +365,19 @@ impl Canvas {
         );
     }
 
-    /// Names what the picture holds (and only that).
+    /// Names what the picture holds (and only that): the kinds of slice
+    /// on one line, the kinds of arrow and the INVLPGB mark on the next.
     fn legend(&self, svg: &mut String, lanes: &Lanes) {
         let y = self.lane_top(self.cpus) + 56.0;
-        let has =
-            |wanted: fn(&SliceKind) -> bool| lanes.slices.iter().any(|slice| wanted(&slice.what));
-        let boxes = [
-            (
-                has(|what| matches!(what, SliceKind::Request(_))),
-                REQUEST,
-                "flush request",
-            ),
-            (
-                has(|what| matches!(what, SliceKind::Waiting { .. })),
-                WAITING,
-                "waiting for answers",
-            ),
-            (
-                has(|what| {
-                    matches!(
-                        what,
-                        SliceKind::Handler {
-                            purpose: Purpose::Flush,
-                            ..
-                        }
-                    )
-                }),
-                HANDLER,
-                "flush handler",
-            ),
-            (
-                has(|what| {
-                    matches!(
-                        what,
-                        SliceKind::Handler {
-                            purpose: Purpose::Broadcast,
-                            ..
-                        }
-                    )
-                }),
-                BROADCAST_HANDLER,
-                "broadcast handler",
-            ),
-            (
-                has(|what| matches!(what, SliceKind::Tlbsync)),
-                TLBSYNC,
-                "TLBSYNC",
-            ),
-        ];
+        let mut styles: Vec<_> = lanes
+            .slices
+            .iter()
+            .map(|slice| slice_style(&slice.what))
+            .collect();
+        styles.sort();
+        styles.dedup();
         let mut x = LEFT;
-        for (_, color, name) in boxes.into_iter().filter(|(present, ..)| *present) {
+        for (_, color, name) in styles {
             let _ = write!(
                 svg,
                 r##"<rect x="{x:.1}" y="{y:.1}" width="14" height="12" fill="{color}" stroke="#444" stroke-width="0.6"/><text x="{:.1}" y="{:.1}">{name}</text>"##,
@@ -440,38 +388,24 @@ impl Canvas {
         }
         let y = y + 24.0;
         let mut x = LEFT;
-        let sent = |purpose| lanes.arrows.iter().any(|arrow| arrow.purpose == purpose);
-        let arrows = [
-            (
-                sent(Purpose::Flush),
-                FLUSH_IPI,
-                "flush",
-                "flush IPI: sent, handler starts",
-            ),
-            (
-                sent(Purpose::Broadcast),
-                BROADCAST_IPI,
-                "broadcast",
-                "broadcast IPI (software INVLPGB)",
-            ),
-        ];
-        for (_, color, marker, name) in arrows.into_iter().filter(|(present, ..)| *present) {
-            let _ = write!(
-                svg,
-                r#"<line x1="{x:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{color}" stroke-width="1.6" marker-end="url(#{marker})"/><text x="{:.1}" y="{:.1}">{name}</text>"#,
-                y + 6.0,
-                x + 26.0,
-                y + 6.0,
-                x + 32.0,
-                y + 10.5
-            );
-            x += 32.0 + name.len() as f64 * CHAR_WIDTH + 22.0;
+        for purpose in [Purpose::Flush, Purpose::Broadcast] {
+            if lanes.arrows.iter().any(|arrow| arrow.purpose == purpose) {
+                let (color, marker, name) = arrow_style(purpose);
+                let _ = write!(
+                    svg,
+                    r#"<line x1="{x:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{color}" stroke-width="1.6" marker-end="url(#{marker})"/><text x="{:.1}" y="{:.1}">{name}</text>"#,
+                    y + 6.0,
+                    x + 26.0,
+                    y + 6.0,
+                    x + 32.0,
+                    y + 10.5
+                );
+                x += 32.0 + name.len() as f64 * CHAR_WIDTH + 22.0;
+            }
         }
-        if lanes
-            .instants
-            .iter()
-            .any(|instant| matches!(instant.what, InstantKind::Invlpgb(_)))
-        {
+        let invlpgb =
+            |instant: &super::lanes::Instant| matches!(instant.what, InstantKind::Invlpgb(_));
+        if lanes.instants.iter().any(invlpgb) {
             let _ = write!(
                 svg,
                 r#"<path d="M{:.1},{:.1} l-4,-7 h8 z" fill="{INVLPGB}"/><text x="{:.1}" y="{:.1}">INVLPGB</text>"#,
@@ -482,6 +416,35 @@ impl Canvas {
             );
         }
         svg.push('\n');
+    }
+}
+
+/// A kind of slice's place in the legend, its color and its legend name.
+fn slice_style(what: &SliceKind) -> (u8, &'static str, &'static str) {
+    match what {
+        SliceKind::Request(_) => (0, REQUEST, "flush request"),
+        SliceKind::Waiting { .. } => (1, WAITING, "waiting for answers"),
+        SliceKind::Handler {
+            purpose: Purpose::Flush,
+            ..
+        } => (2, HANDLER, "flush handler"),
+        SliceKind::Handler {
+            purpose: Purpose::Broadcast,
+            ..
+        } => (3, BROADCAST_HANDLER, "broadcast handler"),
+        SliceKind::Tlbsync => (4, TLBSYNC, "TLBSYNC"),
+    }
+}
+
+/// A kind of arrow's color, marker and legend name.
+fn arrow_style(purpose: Purpose) -> (&'static str, &'static str, &'static str) {
+    match purpose {
+        Purpose::Flush => (FLUSH_IPI, "flush", "flush IPI: sent, handler starts"),
+        Purpose::Broadcast => (
+            BROADCAST_IPI,
+            "broadcast",
+            "broadcast IPI (software INVLPGB)",
+        ),
     }
 }
 

@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// What a valid trace holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -62,13 +62,16 @@ const MAX_PROBLEMS: usize = 20;
 /// A slice on a thread: begin and end in microseconds, and its event.
 type Span = (f64, f64, usize);
 
+/// A thread of the trace: its pid and tid.
+type Thread = (i64, i64);
+
 #[derive(Default)]
 struct Checker {
     counts: Counts,
     problems: Vec<String>,
     /// Per (pid, tid): complete slices, and the open begins.
-    spans: HashMap<(i64, i64), Vec<Span>>,
-    open: HashMap<(i64, i64), Vec<(f64, usize)>>,
+    spans: HashMap<Thread, Vec<Span>>,
+    open: HashMap<Thread, Vec<(f64, usize)>>,
     /// Per flow id: starts and finishes, with their times.
     flow_starts: HashMap<String, Vec<f64>>,
     flow_finishes: HashMap<String, Vec<f64>>,
@@ -99,37 +102,9 @@ impl Checker {
         }
         let thread = (pid, tid);
         match phase {
-            "X" => {
-                let dur = object.get("dur").and_then(Value::as_f64);
-                match dur {
-                    Some(dur) if dur >= 0.0 && object.get("name").is_some_and(Value::is_string) => {
-                        self.spans
-                            .entry(thread)
-                            .or_default()
-                            .push((ts, ts + dur, index));
-                        self.counts.slices += 1;
-                    }
-                    _ => self.problems.push(format!(
-                        "complete event {index} needs a name and a dur of at least 0"
-                    )),
-                }
-            }
+            "X" => self.complete(index, object, thread, ts),
             "B" => self.open.entry(thread).or_default().push((ts, index)),
-            "E" => match self.open.entry(thread).or_default().pop() {
-                Some((begin, begin_index)) if begin <= ts => {
-                    self.spans
-                        .entry(thread)
-                        .or_default()
-                        .push((begin, ts, begin_index));
-                    self.counts.slices += 1;
-                }
-                Some((_, begin_index)) => self.problems.push(format!(
-                    "end event {index} comes before its begin (event {begin_index})"
-                )),
-                None => self
-                    .problems
-                    .push(format!("end event {index} closes no begin on its thread")),
-            },
+            "E" => self.end(index, thread, ts),
             "s" | "f" => match object.get("id").map(flow_id) {
                 Some(id) => {
                     let flows = if phase == "s" {
@@ -143,6 +118,42 @@ impl Checker {
             },
             "i" | "I" => self.counts.instants += 1,
             _ => {}
+        }
+    }
+
+    /// A complete event: a slice from `ts` for its `dur`.
+    fn complete(&mut self, index: usize, object: &Map<String, Value>, thread: Thread, ts: f64) {
+        let dur = object.get("dur").and_then(Value::as_f64);
+        match dur {
+            Some(dur) if dur >= 0.0 && object.get("name").is_some_and(Value::is_string) => {
+                self.spans
+                    .entry(thread)
+                    .or_default()
+                    .push((ts, ts + dur, index));
+                self.counts.slices += 1;
+            }
+            _ => self.problems.push(format!(
+                "complete event {index} needs a name and a dur of at least 0"
+            )),
+        }
+    }
+
+    /// An end event: the slice from its thread's innermost open begin.
+    fn end(&mut self, index: usize, thread: Thread, ts: f64) {
+        match self.open.entry(thread).or_default().pop() {
+            Some((begin, begin_index)) if begin <= ts => {
+                self.spans
+                    .entry(thread)
+                    .or_default()
+                    .push((begin, ts, begin_index));
+                self.counts.slices += 1;
+            }
+            Some((_, begin_index)) => self.problems.push(format!(
+                "end event {index} comes before its begin (event {begin_index})"
+            )),
+            None => self
+                .problems
+                .push(format!("end event {index} closes no begin on its thread")),
         }
     }
 
