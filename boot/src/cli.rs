@@ -140,9 +140,9 @@ struct BootArgs {
     #[arg(long, value_name = "DIR")]
     timeline: Option<PathBuf>,
     /// What timeline.svg shows: a shootdown of median length [default:
-    /// typical], the N-th, the last, FROM..TO in microseconds since boot,
-    /// or all.
-    #[arg(long, value_name = "typical|N|last|FROM..TO|all", value_parser = Window::parse, requires = "timeline")]
+    /// typical], the N-th, the last, the first promotion and the two
+    /// shootdowns after it, FROM..TO in microseconds since boot, or all.
+    #[arg(long, value_name = "typical|N|last|promotion|FROM..TO|all", value_parser = Window::parse, requires = "timeline")]
     timeline_window: Option<Window>,
     /// Kernel command line words (key=value).
     kernel_options: Vec<String>,

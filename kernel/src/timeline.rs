@@ -39,8 +39,12 @@
 mod line;
 mod slot;
 
-use mm::{CpuSet, TraceReason};
+use mm::CpuSet;
 use tlb_types::InvlpgbOperands;
+
+/// Why a flush went the way it went: `mm`'s word, which a [`Decision`]
+/// carries.
+pub use mm::TraceReason;
 
 pub use line::{END_PREFIX, PREFIX, ParseError, Summary, parse_lines};
 pub use slot::PAYLOAD_WORDS;

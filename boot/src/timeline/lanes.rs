@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use kernel::timeline::{Decision, Event, Flushed, Kind, Purpose};
+use kernel::timeline::{Decision, Event, Flushed, Kind, Purpose, TraceReason};
 
 /// One span of time on one CPU.
 #[derive(Clone, Debug, PartialEq)]
@@ -88,7 +88,8 @@ pub struct Lanes {
 /// What is open on one CPU.
 #[derive(Default)]
 struct Open {
-    requests: Vec<(u64, Option<Decision>)>,
+    /// Each open request's begin, and its decision so far (with when).
+    requests: Vec<(u64, Option<(u64, Decision)>)>,
     handlers: Vec<(u64, usize, u64)>,
     tlbsync: Option<u64>,
 }
@@ -169,25 +170,39 @@ impl Lanes {
         }
     }
 
-    /// A request's begin, its decision (or a decision outside any request:
-    /// an instant), its end.
+    /// A request's begin, its decision, its end. `mm` reports a request's
+    /// own decision last (a broadcast after the IPIs of the transition it
+    /// finishes), so the last one names the request and an earlier one
+    /// becomes an instant; so do a promotion or rollover, which a request
+    /// causes but is not, and a decision outside any request.
     fn take_request_step(&mut self, event: &Event, open: &mut Open) {
+        let instant = |(ns, decision)| Instant {
+            cpu: event.cpu,
+            ns,
+            what: InstantKind::Decision(decision),
+        };
         match event.kind {
             Kind::RequestBegin => open.requests.push((event.ns, None)),
-            Kind::Decision(decision) => match open.requests.last_mut() {
-                Some((_, slot @ None)) => *slot = Some(decision),
-                _ => self.instants.push(Instant {
-                    cpu: event.cpu,
-                    ns: event.ns,
-                    what: InstantKind::Decision(decision),
-                }),
-            },
+            Kind::Decision(decision) => {
+                let side_effect = matches!(
+                    decision.reason,
+                    TraceReason::Promotion | TraceReason::Rollover
+                );
+                match open.requests.last_mut() {
+                    Some((_, slot)) if !side_effect => {
+                        if let Some(earlier) = slot.replace((event.ns, decision)) {
+                            self.instants.push(instant(earlier));
+                        }
+                    }
+                    _ => self.instants.push(instant((event.ns, decision))),
+                }
+            }
             _ => match open.requests.pop() {
                 Some((begin_ns, decision)) => self.slices.push(Slice {
                     cpu: event.cpu,
                     begin_ns,
                     end_ns: event.ns,
-                    what: SliceKind::Request(decision),
+                    what: SliceKind::Request(decision.map(|(_, decision)| decision)),
                 }),
                 None => self.unmatched += 1,
             },

@@ -47,6 +47,8 @@ pub enum TimelineError {
         asked: usize,
         shootdowns: usize,
     },
+    /// The window asks for a promotion, and no address space was promoted.
+    NoPromotion,
     /// The JSON written breaks the format (a bug of this crate).
     Invalid(Vec<String>),
     Io(io::Error),
@@ -65,6 +67,11 @@ impl fmt::Display for TimelineError {
             Self::NoSuchShootdown { asked, shootdowns } => write!(
                 f,
                 "the window asks for shootdown {asked}, and the run had {shootdowns}"
+            ),
+            Self::NoPromotion => write!(
+                f,
+                "the window asks for a promotion, and the run promoted no address space \
+                 (it takes a broadcast mode and tlb.promote CPUs running one process)"
             ),
             Self::Invalid(problems) => write!(
                 f,

@@ -16,7 +16,7 @@ use super::{
     lanes::{Arrow, InstantKind, Lanes, Slice, SliceKind},
 };
 use crate::drawing::{escape, tick_step};
-use kernel::timeline::Purpose;
+use kernel::timeline::{Purpose, TraceReason};
 
 /// Which part of the run the picture shows.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -25,6 +25,9 @@ pub enum Window {
     Shootdown(usize),
     /// The run's last shootdown.
     Last,
+    /// The shootdown in which an address space was promoted to a global
+    /// ASID, and the two after it (the transition, then a broadcast).
+    Promotion,
     /// The shootdown of median length: a typical one, where the first may
     /// be slow (cold caches) and any one may have waited for the host to
     /// run a virtual CPU.
@@ -37,13 +40,14 @@ pub enum Window {
 }
 
 impl Window {
-    /// `N` (the N-th shootdown), `typical`, `last`, `FROM..TO`
+    /// `N` (the N-th shootdown), `typical`, `last`, `promotion`, `FROM..TO`
     /// (microseconds since boot) or `all`, as `--timeline-window` takes it.
     pub fn parse(text: &str) -> Result<Self, String> {
         match text {
             "all" => return Ok(Self::All),
             "typical" => return Ok(Self::Typical),
             "last" => return Ok(Self::Last),
+            "promotion" => return Ok(Self::Promotion),
             _ => {}
         }
         if let Some((from, to)) = text.split_once("..") {
@@ -60,7 +64,7 @@ impl Window {
         match text.parse::<usize>() {
             Ok(n) if n >= 1 => Ok(Self::Shootdown(n)),
             _ => Err(format!(
-                "'{text}' is not a shootdown number (1, 2, ...), typical, last, FROM..TO in microseconds, or all"
+                "'{text}' is not a shootdown number (1, 2, ...), typical, last, promotion, FROM..TO in microseconds, or all"
             )),
         }
     }
@@ -95,51 +99,7 @@ pub fn draw(
     run: &RunInfo,
 ) -> Result<(String, usize), TimelineError> {
     let shootdowns = lanes.shootdowns();
-    let chosen = match *window {
-        Window::Shootdown(n) => Some(n),
-        Window::Last => Some(shootdowns.len().max(1)),
-        Window::Typical => Some(median_shootdown(&shootdowns).ok_or(
-            TimelineError::NoSuchShootdown {
-                asked: 1,
-                shootdowns: 0,
-            },
-        )?),
-        _ => None,
-    };
-    let (from_ns, to_ns, title) = match (window, chosen) {
-        (_, Some(n)) => {
-            let shootdown = shootdowns
-                .get(n - 1)
-                .ok_or(TimelineError::NoSuchShootdown {
-                    asked: n,
-                    shootdowns: shootdowns.len(),
-                })?;
-            let margin = (shootdown.end_ns - shootdown.begin_ns) / 10 + 1;
-            (
-                shootdown.begin_ns.saturating_sub(margin),
-                shootdown.end_ns + margin,
-                format!(
-                    "Shootdown {n} of {}{}: {}",
-                    shootdowns.len(),
-                    if *window == Window::Typical {
-                        " (of median length)"
-                    } else {
-                        ""
-                    },
-                    describe(shootdown)
-                ),
-            )
-        }
-        (Window::Span { from_us, to_us }, None) => (
-            (from_us * 1000.0) as u64,
-            (to_us * 1000.0) as u64,
-            format!("{from_us} us to {to_us} us after boot"),
-        ),
-        _ => {
-            let (first, last) = lanes.span().unwrap_or((0, 1));
-            (first, last.max(first + 1), "The whole run".to_string())
-        }
-    };
+    let (from_ns, to_ns, title) = span_of(window, lanes, &shootdowns)?;
     let shown = lanes.window(from_ns, to_ns);
     let drawn = shown.shootdowns().len();
     let canvas = Canvas {
@@ -148,6 +108,75 @@ pub fn draw(
         cpus: lanes.cpus.max(1),
     };
     Ok((canvas.render(&shown, &title, run), drawn))
+}
+
+/// The part of the run `window` asks for, and the picture's title.
+fn span_of(
+    window: &Window,
+    lanes: &Lanes,
+    shootdowns: &[&Slice],
+) -> Result<(u64, u64, String), TimelineError> {
+    let numbered = |n: usize| {
+        shootdowns
+            .get(n.wrapping_sub(1))
+            .ok_or(TimelineError::NoSuchShootdown {
+                asked: n,
+                shootdowns: shootdowns.len(),
+            })
+    };
+    let with_margin = |first: &Slice, last: &Slice| {
+        let margin = (last.end_ns - first.begin_ns) / 10 + 1;
+        (first.begin_ns.saturating_sub(margin), last.end_ns + margin)
+    };
+    let one = |n: usize, how: &str| -> Result<(u64, u64, String), TimelineError> {
+        let shootdown = numbered(n)?;
+        let (from, to) = with_margin(shootdown, shootdown);
+        let title = format!(
+            "Shootdown {n} of {}{how}: {}",
+            shootdowns.len(),
+            describe(shootdown)
+        );
+        Ok((from, to, title))
+    };
+    match *window {
+        Window::Shootdown(n) => one(n, ""),
+        Window::Last => one(shootdowns.len(), " (the last)"),
+        Window::Typical => one(
+            median_shootdown(shootdowns).unwrap_or(1),
+            " (of median length)",
+        ),
+        Window::Promotion => {
+            let first = promotion_shootdown(lanes, shootdowns).ok_or(TimelineError::NoPromotion)?;
+            let last = (first + 2).min(shootdowns.len());
+            let (from, to) = with_margin(numbered(first)?, numbered(last)?);
+            let title = format!(
+                "A promotion, in shootdown {first} of {}, and the shootdowns up to {last}",
+                shootdowns.len()
+            );
+            Ok((from, to, title))
+        }
+        Window::Span { from_us, to_us } => Ok((
+            (from_us * 1000.0) as u64,
+            (to_us * 1000.0) as u64,
+            format!("{from_us} us to {to_us} us after boot"),
+        )),
+        Window::All => {
+            let (first, last) = lanes.span().unwrap_or((0, 1));
+            Ok((first, last.max(first + 1), "The whole run".to_string()))
+        }
+    }
+}
+
+/// The number (from 1) of the first shootdown that holds, or follows, the
+/// run's first promotion.
+fn promotion_shootdown(lanes: &Lanes, shootdowns: &[&Slice]) -> Option<usize> {
+    let promotion = lanes.instants.iter().find(|instant| {
+        matches!(instant.what, InstantKind::Decision(decision) if decision.reason == TraceReason::Promotion)
+    })?;
+    shootdowns
+        .iter()
+        .position(|shootdown| shootdown.end_ns >= promotion.ns)
+        .map(|index| index + 1)
 }
 
 /// The number (from 1) of the shootdown whose length is the median.
@@ -299,12 +328,13 @@ impl Canvas {
             top + 9.0,
             escape(&label)
         );
+        // Its name at the foot of the lane, clear of the slices' labels.
         if named {
             let _ = write!(
                 svg,
-                r#"<text x="{:.1}" y="{:.1}" font-size="11" fill="{color}">{}</text>"#,
-                x + 6.0,
-                top + 9.0,
+                r#"<text x="{:.1}" y="{:.1}" font-size="11" fill="{color}">&#9650; {}</text>"#,
+                x - 4.0,
+                top + LANE - 3.0,
                 escape(&label)
             );
         }

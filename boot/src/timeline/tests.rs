@@ -83,6 +83,7 @@ fn windows_parse_or_say_why_not() {
     assert_eq!(Window::parse("all"), Ok(Window::All));
     assert_eq!(Window::parse("typical"), Ok(Window::Typical));
     assert_eq!(Window::parse("last"), Ok(Window::Last));
+    assert_eq!(Window::parse("promotion"), Ok(Window::Promotion));
     assert_eq!(
         Window::parse("120.5..180"),
         Ok(Window::Span {
@@ -136,5 +137,29 @@ fn the_typical_shootdown_is_the_one_of_median_length() {
     assert_eq!(written.shootdowns, 3);
     let svg = fs::read_to_string(dir.join("timeline.svg")).unwrap();
     assert!(svg.contains("Shootdown 3 of 3 (of median length)"), "{svg}");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_promotion_window_finds_the_shootdown_that_promoted() {
+    let dir = scratch("promotion");
+    assert!(matches!(
+        write(&dir, output(), &run(), &Window::Promotion),
+        Err(TimelineError::NoPromotion)
+    ));
+    let mut lines = output();
+    // mm reports the promotion after the request's own decision.
+    let at = lines
+        .iter()
+        .position(|line| line.contains("reason=Ipi"))
+        .expect("the request's decision");
+    lines.insert(
+        at + 1,
+        "timeline: cpu=0 ns=1960 decision ctx=2 range=all reason=Promotion skipped=-",
+    );
+    write(&dir, lines, &run(), &Window::Promotion).expect("written");
+    let svg = fs::read_to_string(dir.join("timeline.svg")).unwrap();
+    assert!(svg.contains("A promotion, in shootdown 1 of 1"), "{svg}");
+    assert!(svg.contains("Promotion</text>"), "the promotion is marked");
     let _ = fs::remove_dir_all(&dir);
 }

@@ -125,3 +125,42 @@ fn a_window_keeps_what_overlaps_it() {
     let all = lanes.window(0, u64::MAX);
     assert_eq!(all, lanes);
 }
+
+#[test]
+fn a_request_is_named_by_its_last_decision_and_a_promotion_stays_an_instant() {
+    // The broadcast that finishes a transition: the stragglers' IPI flush
+    // is reported first, the broadcast (the request's own decision) last;
+    // then the next request promotes another address space.
+    let lines = [
+        "timeline: cpu=0 ns=1 request-begin",
+        "timeline: cpu=0 ns=2 decision ctx=2 range=0x1000..0x2000 reason=Ipi skipped=-",
+        "timeline: cpu=0 ns=3 decision ctx=2 range=0x1000..0x2000 reason=Broadcast skipped=-",
+        "timeline: cpu=0 ns=4 request-end",
+        "timeline: cpu=0 ns=5 request-begin",
+        "timeline: cpu=0 ns=6 decision ctx=3 range=0x1000..0x2000 reason=Ipi skipped=-",
+        "timeline: cpu=0 ns=7 decision ctx=3 range=all reason=Promotion skipped=-",
+        "timeline: cpu=0 ns=8 request-end",
+    ];
+    let lanes = Lanes::from_events(&events(&lines));
+    let reasons: Vec<_> = lanes
+        .slices
+        .iter()
+        .map(|slice| match &slice.what {
+            SliceKind::Request(Some(decision)) => decision.reason,
+            other => panic!("only requests here: {other:?}"),
+        })
+        .collect();
+    assert_eq!(reasons, [TraceReason::Broadcast, TraceReason::Ipi]);
+    let instants: Vec<_> = lanes
+        .instants
+        .iter()
+        .map(|instant| match &instant.what {
+            InstantKind::Decision(decision) => (instant.ns, decision.reason),
+            other => panic!("only decisions here: {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        instants,
+        [(2, TraceReason::Ipi), (7, TraceReason::Promotion)]
+    );
+}
