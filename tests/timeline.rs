@@ -30,6 +30,27 @@ fn boot_on(machine: Config, cpus: u32, cmdline: &str) -> Run {
     run
 }
 
+/// Writes the run's timeline files (all of it) into a scratch directory,
+/// checks both are there, and returns what was written and the JSON.
+fn write_files(run: &Run, name: &str) -> (timeline::Written, serde_json::Value) {
+    let dir =
+        std::env::temp_dir().join(format!("shootdown-timeline-{}-{name}", std::process::id()));
+    let info = RunInfo {
+        command_line: name.to_string(),
+        dropped: 0,
+    };
+    let lines = run.serial.iter().map(String::as_str);
+    let written =
+        timeline::write(&dir, lines, &info, &Window::All).unwrap_or_else(|error| panic!("{error}"));
+    assert!(dir.join("timeline.svg").exists(), "no picture");
+    let json = std::fs::read_to_string(dir.join("timeline.json")).expect("the trace");
+    let _ = std::fs::remove_dir_all(&dir);
+    (
+        written,
+        serde_json::from_str(&json).expect("the trace is JSON"),
+    )
+}
+
 /// The run's timeline, checked whole: nothing dropped, nothing unpaired,
 /// and the files it makes pass the format check.
 fn lanes_of(run: &Run, name: &str) -> Lanes {
@@ -44,22 +65,8 @@ fn lanes_of(run: &Run, name: &str) -> Lanes {
     let lanes = Lanes::from_events(&events);
     assert_eq!(lanes.unmatched, 0, "every begin has its end");
 
-    let dir =
-        std::env::temp_dir().join(format!("shootdown-timeline-{}-{name}", std::process::id()));
-    let info = RunInfo {
-        command_line: name.to_string(),
-        dropped: 0,
-    };
-    let written = timeline::write(
-        &dir,
-        run.serial.iter().map(String::as_str),
-        &info,
-        &Window::All,
-    )
-    .unwrap_or_else(|error| panic!("{error}"));
+    let (written, _) = write_files(run, name);
     assert_eq!(written.counts.flows, lanes.arrows.len());
-    assert!(dir.join("timeline.svg").exists() && dir.join("timeline.json").exists());
-    let _ = std::fs::remove_dir_all(&dir);
     lanes
 }
 
@@ -216,21 +223,7 @@ fn a_full_buffer_keeps_its_start_and_counts_the_rest() {
         kept.contains(&summary.capacity),
         "a full buffer is full: {kept:?}"
     );
-    let dir = std::env::temp_dir().join(format!("shootdown-timeline-{}-full", std::process::id()));
-    let info = RunInfo {
-        command_line: "full".to_string(),
-        dropped: 0,
-    };
-    let written = timeline::write(
-        &dir,
-        run.serial.iter().map(String::as_str),
-        &info,
-        &Window::All,
-    )
-    .unwrap_or_else(|error| panic!("{error}"));
+    let (written, json) = write_files(&run, "full");
     assert_eq!(written.summary, summary);
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("timeline.json")).unwrap()).unwrap();
     assert_eq!(json["otherData"]["dropped_events"], summary.dropped);
-    let _ = std::fs::remove_dir_all(&dir);
 }
