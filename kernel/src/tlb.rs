@@ -399,9 +399,7 @@ impl TlbHardware for KernelTlb {
         if state().trace {
             trace::print_decision(event);
         }
-        if recorder::on() {
-            recorder::decision(event);
-        }
+        recorder::decision(event);
     }
 }
 

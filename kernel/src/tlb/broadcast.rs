@@ -124,8 +124,7 @@ impl KernelBroadcast {
 /// Runs `op` on every online CPU (the software backend).
 fn broadcast_by_ipi(op: &BroadcastOp) {
     let everyone = smp::online();
-    let me = hal::percpu::current().index;
-    let round = recorder::send_round(Purpose::Broadcast, &everyone.without(me));
+    let round = recorder::send_round(Purpose::Broadcast, &everyone);
     let handler = || recorder::handling(round, || system().handle_broadcast_ipi(&KernelTlb, op));
     match smp::call_on(&everyone, &handler) {
         Ok(_) => {

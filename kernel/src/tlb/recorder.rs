@@ -130,22 +130,26 @@ pub struct Round {
     number: u64,
 }
 
-/// Records that this CPU sends a round of IPIs for `purpose` to `remote`
-/// (the targets other than itself) and returns the round, or `None` with
-/// the timeline off or no remote target.
+/// Records that this CPU sends a round of IPIs for `purpose` to `targets`
+/// (this CPU, if among them, runs its share without an IPI) and returns the
+/// round, or `None` with the timeline off or no other target.
 #[inline]
-pub fn send_round(purpose: Purpose, remote: &CpuSet) -> Option<Round> {
-    if !on() || remote.is_empty() {
+pub fn send_round(purpose: Purpose, targets: &CpuSet) -> Option<Round> {
+    if !on() {
         return None;
     }
     let from = percpu::current().index;
+    let remote = targets.without(from);
+    if remote.is_empty() {
+        return None;
+    }
     let number = buffers()[from].rounds.fetch_add(1, Ordering::Relaxed) + 1;
     record_on(
         from,
         Kind::IpisSent {
             round: number,
             purpose,
-            targets: *remote,
+            targets: remote,
         },
     );
     Some(Round { from, number })
@@ -163,35 +167,38 @@ impl Round {
 /// if this is the sender running its own share).
 #[inline]
 pub fn handling(round: Option<Round>, handler: impl FnOnce()) {
+    // Off (`None`), a handler pays for nothing but this match.
+    let Some(round) = round else {
+        return handler();
+    };
     let me = percpu::current().index;
-    match round {
-        Some(round) if round.from != me => {
-            record_on(
-                me,
-                Kind::HandlerBegin {
-                    from: round.from,
-                    round: round.number,
-                },
-            );
-            let before = flush_counts(me);
-            handler();
-            let after = flush_counts(me);
-            record_on(
-                me,
-                Kind::HandlerEnd {
-                    from: round.from,
-                    round: round.number,
-                    flushed: Flushed {
-                        full: after.full.saturating_sub(before.full),
-                        partial: after.partial.saturating_sub(before.partial),
-                        pages: after.pages.saturating_sub(before.pages),
-                        trims: after.trims.saturating_sub(before.trims),
-                    },
-                },
-            );
-        }
-        _ => handler(),
+    if round.from == me {
+        // The sender's own share, inside its request: not a handler.
+        return handler();
     }
+    record_on(
+        me,
+        Kind::HandlerBegin {
+            from: round.from,
+            round: round.number,
+        },
+    );
+    let before = flush_counts(me);
+    handler();
+    let after = flush_counts(me);
+    record_on(
+        me,
+        Kind::HandlerEnd {
+            from: round.from,
+            round: round.number,
+            flushed: Flushed {
+                full: after.full.saturating_sub(before.full),
+                partial: after.partial.saturating_sub(before.partial),
+                pages: after.pages.saturating_sub(before.pages),
+                trims: after.trims.saturating_sub(before.trims),
+            },
+        },
+    );
 }
 
 /// The four counters of `cpu` that say what a handler did, so far. (Only
