@@ -19,8 +19,11 @@
 //!   given operands, which may raise #GP or #UD. They check what an emulator
 //!   (or a CPU) does with operands the manuals forbid, without the checks
 //!   `crate::tlb` makes before it executes the same instructions.
+//! - [`snp_instruction`]: PSMASH or RMPUPDATE, which share TLBSYNC's and
+//!   INVLPGB's opcodes behind a prefix, on a CPU without SEV-SNP (#UD).
 //! - [`pcide_rules`]: the #GP conditions of CR4.PCIDE, tried with PCIDs
-//!   turned off for a moment on this CPU.
+//!   turned off for a moment on this CPU; [`pcide_without_cpuid_pcid`]:
+//!   setting it where CPUID reports no PCID.
 
 use core::arch::{asm, global_asm};
 
@@ -105,6 +108,39 @@ global_asm!(
     "pop rbp",
     "ret",
     "",
+    // The SEV-SNP instructions that share TLBSYNC's and INVLPGB's
+    // opcodes behind a prefix. Should a CPU ignore the prefix, each runs
+    // as the plain instruction with legal operands (TLBSYNC; INVLPGB of
+    // every non-global entry of ASID 0), and the probe returns success.
+    ".global probe_psmash",
+    "probe_psmash:",
+    "push rbp",
+    "mov rbp, rsp",
+    ".global probe_psmash_insn",
+    "probe_psmash_insn:",
+    ".byte 0xf3, 0x0f, 0x01, 0xff",
+    "xor edx, edx",
+    ".global probe_psmash_resume",
+    "probe_psmash_resume:",
+    "pop rbp",
+    "ret",
+    "",
+    ".global probe_rmpupdate",
+    "probe_rmpupdate:",
+    "push rbp",
+    "mov rbp, rsp",
+    "mov eax, 4",
+    "xor ecx, ecx",
+    "xor edx, edx",
+    ".global probe_rmpupdate_insn",
+    "probe_rmpupdate_insn:",
+    ".byte 0xf2, 0x0f, 0x01, 0xfe",
+    "xor edx, edx",
+    ".global probe_rmpupdate_resume",
+    "probe_rmpupdate_resume:",
+    "pop rbp",
+    "ret",
+    "",
     ".global probe_write_cr4",
     "probe_write_cr4:",
     "push rbp",
@@ -143,6 +179,12 @@ unsafe extern "C" {
     fn probe_invpcid(kind: u64, descriptor: *const [u64; 2]) -> Outcome;
     fn probe_invpcid_insn();
     fn probe_invpcid_resume();
+    fn probe_psmash() -> Outcome;
+    fn probe_psmash_insn();
+    fn probe_psmash_resume();
+    fn probe_rmpupdate() -> Outcome;
+    fn probe_rmpupdate_insn();
+    fn probe_rmpupdate_resume();
     fn probe_write_cr4(value: u64) -> Outcome;
     fn probe_write_cr4_insn();
     fn probe_write_cr4_resume();
@@ -154,7 +196,7 @@ const INVALID_OPCODE: u64 = 6;
 const PAGE_FAULT: u64 = 14;
 
 /// Each instruction probe's instruction and where it resumes after a fault.
-fn instruction_probes() -> [(u64, u64); 4] {
+fn instruction_probes() -> [(u64, u64); 6] {
     [
         (
             probe_invlpgb_insn as *const () as u64,
@@ -167,6 +209,14 @@ fn instruction_probes() -> [(u64, u64); 4] {
         (
             probe_invpcid_insn as *const () as u64,
             probe_invpcid_resume as *const () as u64,
+        ),
+        (
+            probe_psmash_insn as *const () as u64,
+            probe_psmash_resume as *const () as u64,
+        ),
+        (
+            probe_rmpupdate_insn as *const () as u64,
+            probe_rmpupdate_resume as *const () as u64,
         ),
         (
             probe_write_cr4_insn as *const () as u64,
@@ -227,6 +277,79 @@ pub fn invpcid(kind: u64, descriptor: &[u64; 2]) -> Result<(), InstructionFault>
     // and only drops translations; a #GP or #UD is recovered.
     // SAFETY: a valid descriptor pointer; faults are recovered.
     instruction_result(unsafe { probe_invpcid(kind, descriptor) })
+}
+
+/// The SEV-SNP instructions that share INVLPGB's and TLBSYNC's opcodes,
+/// told apart from them by a prefix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SnpInstruction {
+    /// PSMASH, F3 0F 01 FF: TLBSYNC's opcode behind REP.
+    Psmash,
+    /// RMPUPDATE, F2 0F 01 FE: INVLPGB's opcode behind REPNE.
+    Rmpupdate,
+}
+
+/// Whether CPUID reports SEV-SNP (Fn8000_001F_EAX bit 4).
+fn has_sev_snp() -> bool {
+    const SEV_SNP: u32 = 1 << 4;
+    crate::cpuid::cpuid(0x8000_0000, 0).eax >= 0x8000_001f
+        && crate::cpuid::cpuid(0x8000_001f, 0).eax & SEV_SNP != 0
+}
+
+/// Executes `instruction` and reports whether it faulted, on a CPU whose
+/// CPUID reports no SEV-SNP, where it must raise #UD: an emulator that
+/// decodes INVLPGB or TLBSYNC without looking at the prefix runs it as
+/// one of them instead. `None` on a CPU with SEV-SNP, where it would act on
+/// the reverse map table, so it is not executed.
+pub fn snp_instruction(instruction: SnpInstruction) -> Option<Result<(), InstructionFault>> {
+    if has_sev_snp() {
+        return None;
+    }
+    // SAFETY: without SEV-SNP the instruction raises #UD (recovered), or,
+    // where the prefix is ignored, runs as TLBSYNC or as an INVLPGB of
+    // ASID 0's non-global entries, which only drop translations.
+    let outcome = unsafe {
+        match instruction {
+            SnpInstruction::Psmash => probe_psmash(),
+            SnpInstruction::Rmpupdate => probe_rmpupdate(),
+        }
+    };
+    Some(instruction_result(outcome))
+}
+
+/// Tries to set CR4.PCIDE on a CPU whose CPUID reports no PCID, where the
+/// bit is reserved and the write must raise #GP; `None` on a CPU with PCID.
+/// Should the write succeed, CR4 is put back at once: with CR3 bits 11:0 0
+/// the CPU ran with PCID 0 of the same page table meanwhile.
+pub fn pcide_without_cpuid_pcid() -> Option<Result<(), InstructionFault>> {
+    use x86_64::registers::control::{Cr3, Cr4, Cr4Flags};
+    const CPUID_PCID: u32 = 1 << 17;
+    if crate::cpuid::cpuid(1, 0).ecx & CPUID_PCID != 0 {
+        return None;
+    }
+    Some(without_interrupts(|| {
+        let cr4 = Cr4::read_raw();
+        let (root, low_bits) = Cr3::read_raw();
+        // PCIDE may be set only with CR3 bits 11:0 zero: with any other
+        // value the write faults for that reason, and proves nothing.
+        if low_bits != 0 {
+            crate::tlb::load_root(root.start_address(), Pcid::ZERO, false);
+        }
+        // SAFETY: the probed write either faults (recovered) or sets PCIDE
+        // with PCID 0 of the page table in use, which maps the same.
+        let outcome = instruction_result(unsafe { probe_write_cr4(cr4 | Cr4Flags::PCID.bits()) });
+        if outcome.is_ok() {
+            // SAFETY: CR4 as it was; clearing PCIDE is legal with any CR3.
+            unsafe { Cr4::write_raw(cr4) };
+        }
+        if low_bits != 0 {
+            // SAFETY: the CR3 this CPU ran with, bits 11:0 included.
+            unsafe {
+                asm!("mov cr3, {}", in(reg) root.start_address().as_u64() | u64::from(low_bits), options(nostack, preserves_flags))
+            };
+        }
+        outcome
+    }))
 }
 
 /// What setting CR4.PCIDE and using PCIDs without it did, on a CPU that
