@@ -199,17 +199,19 @@ fn a_promoted_run_on_invlpgb_sends_no_ipi_at_all() {
     }
 }
 
-/// A run longer than the buffers keeps each CPU's first events, counts the
-/// rest as dropped, and still makes a valid trace of what it kept.
+/// A run longer than the buffers (`tlb.timeline=256`: 256 events per CPU)
+/// keeps each CPU's first events, counts the rest as dropped, and still
+/// makes a valid trace of what it kept.
 #[test]
 fn a_full_buffer_keeps_its_start_and_counts_the_rest() {
-    let run = boot(2, "tlb=ipi tlb.timeline=on exec=tlbtest:promote,2,1000");
+    let run = boot(2, "tlb=ipi tlb.timeline=256 exec=tlbtest:promote,2,100");
     let (events, summary) =
         parse_lines(run.serial.iter().map(String::as_str)).expect("the timeline lines parse");
     let summary = summary.expect("a timeline-end line");
+    assert_eq!(summary.capacity, 256, "{summary:?}");
     assert!(
         summary.dropped > 0,
-        "1300 flushes overflow the buffers: {summary:?}"
+        "400 flushes overflow 256 events: {summary:?}"
     );
     assert_eq!(summary.recorded as usize, events.len());
     let kept: Vec<usize> = (0..2)
@@ -226,4 +228,38 @@ fn a_full_buffer_keeps_its_start_and_counts_the_rest() {
     let (written, json) = write_files(&run, "full");
     assert_eq!(written.summary, summary);
     assert_eq!(json["otherData"]["dropped_events"], summary.dropped);
+}
+
+/// `tlbtest lazy`: CPU 1 idles lazily with the address space loaded, so
+/// CPU 0's discards skip it (a mark on CPU 1's lane for each), until a
+/// munmap that frees a page table reaches it by IPI; when its thread
+/// wakes, its switch back in flushes (a mark too), and the `lazy` window
+/// draws that story.
+#[test]
+fn a_lazy_cpu_is_marked_skipped_and_then_caught_up() {
+    let run = boot(2, "tlb=ipi tlb.timeline=on exec=tlbtest:lazy");
+    let lanes = lanes_of(&run, "lazy");
+    let skips = lanes
+        .instants
+        .iter()
+        .filter(|instant| {
+            instant.cpu == 1 && matches!(instant.what, InstantKind::Skipped { by: 0, .. })
+        })
+        .count();
+    assert!(skips >= 51, "the 51 ordinary discards skip CPU 1: {skips}");
+    let reached = lanes.arrows.iter().filter(|arrow| arrow.to == 1).count();
+    assert!(reached >= 1, "the freed page table reaches CPU 1 by IPI");
+    assert!(
+        lanes
+            .instants
+            .iter()
+            .any(|instant| instant.cpu == 1
+                && matches!(instant.what, InstantKind::SwitchFlush { .. })),
+        "CPU 1 flushes as it switches back in"
+    );
+    let (_, _, title) = Window::Lazy.span(&lanes).expect("a lazy window");
+    assert!(
+        title.starts_with("CPU 1 skipped by CPU 0's flush"),
+        "{title}"
+    );
 }

@@ -140,9 +140,10 @@ struct BootArgs {
     #[arg(long, value_name = "DIR")]
     timeline: Option<PathBuf>,
     /// What timeline.svg shows: a shootdown of median length [default:
-    /// typical], the N-th, the last, the first promotion and the two
-    /// shootdowns after it, FROM..TO in microseconds since boot, or all.
-    #[arg(long, value_name = "typical|N|last|promotion|FROM..TO|all", value_parser = Window::parse, requires = "timeline")]
+    /// typical], the N-th, shootdowns N to M, the last, the first promotion
+    /// and the two shootdowns after it, a CPU flushes skipped until the
+    /// switch that caught up, FROM..TO in microseconds since boot, or all.
+    #[arg(long, value_name = "typical|N|N-M|last|promotion|lazy|FROM..TO|all", value_parser = Window::parse, requires = "timeline")]
     timeline_window: Option<Window>,
     /// Kernel command line words (key=value).
     kernel_options: Vec<String>,
@@ -257,7 +258,10 @@ fn kernel_options(args: &BootArgs) -> Result<Vec<String>, String> {
                 "--timeline needs the timeline, and tlb.timeline=off turns it off".to_string(),
             );
         }
-        options.push("tlb.timeline=on".to_string());
+        // `tlb.timeline=N` records already, with room for N events per CPU.
+        if !options.iter().any(|word| word.starts_with("tlb.timeline=")) {
+            options.push("tlb.timeline=on".to_string());
+        }
     }
     Ok(options)
 }

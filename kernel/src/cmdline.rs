@@ -125,7 +125,7 @@ const OPTIONS: &[OptionSpec] = &[
     },
     OptionSpec {
         name: "tlb.timeline",
-        values: "on | off: record each CPU's part in every shootdown and print it at the end (the runner's --timeline draws it)",
+        values: "on | off | N: record each CPU's part in every shootdown and print it at the end (the runner's --timeline draws it); N events per CPU (16-1048576), on is 4096",
         apply: apply_tlb_timeline,
     },
     OptionSpec {
@@ -205,7 +205,18 @@ fn apply_tlb_trace(options: &mut Options, value: &str) -> Result<(), ()> {
 }
 
 fn apply_tlb_timeline(options: &mut Options, value: &str) -> Result<(), ()> {
-    options.tlb.timeline = on_off(value)?;
+    use crate::timeline::{CAPACITIES, DEFAULT_CAPACITY};
+    options.tlb.timeline = match value {
+        "on" => Some(DEFAULT_CAPACITY),
+        "off" => None,
+        _ => Some(
+            value
+                .parse()
+                .ok()
+                .filter(|events| CAPACITIES.contains(events))
+                .ok_or(())?,
+        ),
+    };
     Ok(())
 }
 

@@ -7,28 +7,28 @@
 //! records, on its own clock (nanoseconds since boot, from a TSC that runs
 //! in step on every CPU), the steps it took part in:
 //!
-//! | event            | on              | meaning                                                   |
-//! |------------------|-----------------|-----------------------------------------------------------|
-//! | `request-begin`  | the initiator   | a flush request starts (`tlb::flush_range` and friends)   |
-//! | `decision`       | the initiator   | `mm`'s choice: address space, range, reason, CPUs skipped |
-//! | `ipis-sent`      | the initiator   | round `round` of IPIs goes out to `targets`, `for` a flush or a broadcast |
-//! | `handler-begin`  | each target     | the target enters its handler for `from`'s round          |
-//! | `handler-end`    | each target     | it is done, with what it flushed (full, pages, trims)     |
-//! | `answers-seen`   | the initiator   | every target of the round has answered                    |
-//! | `invlpgb`        | the initiator   | one INVLPGB with its operands                             |
-//! | `tlbsync-begin`/`-end` | the initiator | the wait for this CPU's INVLPGBs                    |
-//! | `request-end`    | the initiator   | the request returns                                       |
+//! | event          | on            | recorded when                   | says                                                      |
+//! |----------------|---------------|---------------------------------|-----------------------------------------------------------|
+//! | `decision`     | the initiator | `mm` decides                    | address space, range, reason, CPUs skipped                |
+//! | `ipi-round`    | the initiator | every target of the round has answered | round `round` went out `sent` to `targets`, `for` a flush or a broadcast |
+//! | `handler`      | each target   | its handler returns             | it `began` for `from`'s round, and what it flushed (full, pages, trims) |
+//! | `invlpgb`      | the initiator | it issues one                   | the INVLPGB's operands                                    |
+//! | `tlbsync`      | the initiator | TLBSYNC completes               | it `began` waiting for this CPU's INVLPGBs                |
+//! | `request`      | the initiator | the flush request returns       | it `began` (`tlb::flush_range` and friends)               |
+//! | `switch-flush` | the switcher  | a switch into an address space flushed | it caught up with flushes it missed (`lazy=yes`: coming back from lazy mode) |
 //!
-//! A round of the software broadcast backend is a round of IPIs too
-//! (`for=broadcast`; its `decision` follows with reason `Broadcast`). Each event goes into its
-//! CPU's bounded buffer while the system runs ([`crate::tlb::recorder`]) and
-//! is printed at the end of the run as one line; the host runner reads the
-//! lines back (`cargo run -- --timeline DIR`):
+//! A span is one event, written when it ends, with the time it began: one
+//! record where a begin and an end would take two, and none on the way in,
+//! where the shootdown waits for it. A round of the software broadcast
+//! backend is a round of IPIs too (`for=broadcast`; its `decision` follows
+//! with reason `Broadcast`). Each event goes into its CPU's bounded buffer
+//! while the system runs ([`crate::tlb::recorder`]) and is printed at the
+//! end of the run as one line; the host runner reads the lines back
+//! (`cargo run -- --timeline DIR`):
 //!
 //! ```text
-//! timeline: cpu=0 ns=81234567 ipis-sent round=3 for=flush targets=1,2
-//! timeline: cpu=1 ns=81236012 handler-begin from=0 round=3
-//! timeline: cpu=1 ns=81237120 handler-end from=0 round=3 full=0 partial=1 pages=1 trims=0
+//! timeline: cpu=1 ns=81237120 handler from=0 round=3 began=81236012 full=0 partial=1 pages=1 trims=0
+//! timeline: cpu=0 ns=81238003 ipi-round round=3 for=flush targets=1,2 sent=81234567
 //! timeline-end: cpus=4 capacity=4096 recorded=9120 dropped=0
 //! ```
 //!
@@ -49,6 +49,16 @@ pub use mm::TraceReason;
 pub use line::{END_PREFIX, PREFIX, ParseError, Summary, parse_lines};
 pub use slot::PAYLOAD_WORDS;
 
+/// How many events each CPU keeps with `tlb.timeline=on`: a two-thread
+/// `tlbtest` run of a few hundred flushes records a few thousand; longer
+/// runs keep their start, or ask for more with `tlb.timeline=N`.
+pub const DEFAULT_CAPACITY: usize = 4096;
+
+/// The capacities `tlb.timeline=N` takes. A slot is 80 bytes, and the
+/// buffers come from the kernel's heap: the largest needs 80 MiB per CPU,
+/// more than any heap has, and is refused at boot with what it needs.
+pub const CAPACITIES: core::ops::RangeInclusive<usize> = 16..=1 << 20;
+
 /// One event of one CPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Event {
@@ -59,32 +69,85 @@ pub struct Event {
     pub kind: Kind,
 }
 
-/// What happened (see the module docs' table).
+/// What happened (see the module docs' table). A time inside an event
+/// (`began`, `sent`) is in the same unit as the event's own: TSC ticks in a
+/// buffer slot, nanoseconds since boot on a line ([`Kind::map_times`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
-    RequestBegin,
     Decision(Decision),
-    IpisSent {
+    IpiRound {
         round: u64,
         purpose: Purpose,
         targets: CpuSet,
+        sent: u64,
     },
-    HandlerBegin {
+    Handler {
         from: usize,
         round: u64,
-    },
-    HandlerEnd {
-        from: usize,
-        round: u64,
+        began: u64,
         flushed: Flushed,
     },
-    AnswersSeen {
-        round: u64,
-    },
     Invlpgb(InvlpgbOperands),
-    TlbsyncBegin,
-    TlbsyncEnd,
-    RequestEnd,
+    Tlbsync {
+        began: u64,
+    },
+    Request {
+        began: u64,
+    },
+    SwitchFlush {
+        ctx: u64,
+        lazy: bool,
+    },
+}
+
+impl Kind {
+    /// When a span began (a request, a round's IPIs, a handler, a TLBSYNC);
+    /// `None` for a moment (a decision, an INVLPGB, a switch).
+    pub fn began(&self) -> Option<u64> {
+        match *self {
+            Self::IpiRound { sent, .. } => Some(sent),
+            Self::Handler { began, .. } | Self::Tlbsync { began } | Self::Request { began } => {
+                Some(began)
+            }
+            Self::Decision(_) | Self::Invlpgb(_) | Self::SwitchFlush { .. } => None,
+        }
+    }
+
+    /// The same event with `convert` applied to the times it carries, as the
+    /// recorder turns a slot's TSC values into nanoseconds since boot.
+    pub fn map_times(self, convert: impl Fn(u64) -> u64) -> Self {
+        match self {
+            Self::IpiRound {
+                round,
+                purpose,
+                targets,
+                sent,
+            } => Self::IpiRound {
+                round,
+                purpose,
+                targets,
+                sent: convert(sent),
+            },
+            Self::Handler {
+                from,
+                round,
+                began,
+                flushed,
+            } => Self::Handler {
+                from,
+                round,
+                began: convert(began),
+                flushed,
+            },
+            Self::Tlbsync { began } => Self::Tlbsync {
+                began: convert(began),
+            },
+            Self::Request { began } => Self::Request {
+                began: convert(began),
+            },
+            Self::Decision(_) | Self::Invlpgb(_) | Self::SwitchFlush { .. } => self,
+        }
+    }
 }
 
 /// What a round of IPIs carries.

@@ -44,7 +44,7 @@ use spin::Once;
 use crate::{
     cpu_features::CpuFeatures,
     smp,
-    timeline::{Kind, Purpose},
+    timeline::Purpose,
     tlb_mode::{Bug, Choice, ModeUnavailable, TlbHardwareChoice, TlbMode, TlbOptions, choose},
 };
 pub use broadcast::KernelBroadcast;
@@ -104,11 +104,12 @@ pub fn init(
     if let Some(bug) = options.bug {
         switch_on_bug(&state.system, bug, choice.mode);
     }
-    if options.timeline
-        && let Err(no_room) = recorder::start(cpu_count)
+    if let Some(capacity) = options.timeline
+        && let Err(no_room) = recorder::start(cpu_count, capacity)
     {
         log::warn!(
-            "tlb: the timeline's buffers ({} KiB) do not fit in the heap: no timeline",
+            "tlb: the timeline's buffers ({} KiB for {capacity} events per CPU) do not fit in \
+             the heap: no timeline",
             no_room.bytes / 1024
         );
     }
@@ -214,7 +215,7 @@ pub fn init_this_cpu() {
 
 /// Switches this CPU to `next` (interrupts off).
 pub fn switch_to(next: &AddressSpaceTlb) {
-    system().switch_mm(&KernelTlb, next);
+    recorder::switching(next.ctx_id(), || system().switch_mm(&KernelTlb, next));
 }
 
 /// Switches this CPU to the kernel's own address space (interrupts off).
@@ -244,11 +245,10 @@ pub fn flush_range(space: &AddressSpaceTlb, start: u64, end: u64, freed_tables: 
 /// Runs the flush request `flush`, recording how long it took
 /// ([`latency`]) and, with the timeline on, when it began and ended.
 fn timed(flush: impl FnOnce()) {
-    recorder::record(Kind::RequestBegin);
     let timing = latency::Timing::start();
     flush();
-    timing.finish();
-    recorder::record(Kind::RequestEnd);
+    let (began, ended) = timing.finish();
+    recorder::request(began, ended);
 }
 
 /// Makes every CPU that still has `space` loaded (lazily: no thread of it

@@ -31,8 +31,9 @@ pub struct TlbOptions {
     /// Print every flush decision.
     pub trace: bool,
     /// Record every CPU's part in each shootdown, with timestamps, and print
-    /// the events at the end of the run (`tlb.timeline=on`).
-    pub timeline: bool,
+    /// the events at the end of the run (`tlb.timeline=on` or `=N`): how
+    /// many events each CPU keeps, or `None` to record nothing.
+    pub timeline: Option<usize>,
     /// `madvise(PAGEOUT)` flushes once per call (deferred batch) instead of
     /// once per page.
     pub batch_reclaim: bool,
@@ -127,7 +128,7 @@ impl Default for TlbOptions {
             mode: ModeRequest::Auto,
             promotion_threshold: TlbConfig::default().promotion_threshold,
             trace: false,
-            timeline: false,
+            timeline: None,
             batch_reclaim: true,
             global_asids: None,
             pcid: true,

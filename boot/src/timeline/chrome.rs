@@ -164,6 +164,17 @@ fn instant(instant: &Instant) -> Value {
         InstantKind::Decision(decision) => {
             (format!("{:?}", decision.reason), decision_args(decision))
         }
+        InstantKind::SwitchFlush { ctx, lazy } => (
+            "switch flush".to_string(),
+            json!({ "address_space": ctx.to_string(), "back_from_lazy_mode": lazy }),
+        ),
+        InstantKind::Skipped { by, ctx } => (
+            "skipped".to_string(),
+            json!({
+                "by_cpu": by,
+                "address_space": ctx.map_or("kernel".to_string(), |ctx| ctx.to_string()),
+            }),
+        ),
     };
     json!({
         "ph": "i", "s": "t", "name": name, "cat": "instant",

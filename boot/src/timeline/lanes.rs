@@ -1,13 +1,14 @@
-//! The kernel's timeline events, paired up into what both pictures draw:
-//! per CPU, the slices (a begin and its end), the instants, and the arrows
-//! from each IPI's sender to its receiver's handler.
+//! The kernel's timeline events, turned into what both pictures draw: per
+//! CPU, the slices, the instants, and the arrows from each IPI's sender to
+//! its receiver's handler.
 //!
-//! Each CPU's events are taken in time order. A request, a handler and a
-//! TLBSYNC wait are a begin and an end; a round of IPIs is its
-//! `ipis-sent` and `answers-seen` on the sender, which makes the sender's
+//! The kernel records a span (a request, a round of IPIs, a handler, a
+//! TLBSYNC) as one event when it ends, with the time it began, so each is a
+//! slice as it stands. An IPI round's event on the sender gives its
 //! "waiting for answers" slice, and one arrow to each target's handler of
-//! that round. A `decision` describes the request it falls in. An event
-//! whose partner was dropped (a full buffer) is counted, not drawn.
+//! that round. A `decision` describes the innermost request it falls in
+//! on its CPU. A handler whose round is missing (the sender's buffer was
+//! full) is drawn without its arrow and counted.
 
 use std::collections::HashMap;
 
@@ -58,6 +59,14 @@ pub enum InstantKind {
     Invlpgb(tlb_types::InvlpgbOperands),
     /// A decision outside any recorded request (promotion, rollover).
     Decision(Decision),
+    /// The CPU switched into address space `ctx` and flushed its entries
+    /// of it: it caught up with flushes that skipped it (`lazy`: it came
+    /// back from lazy mode).
+    SwitchFlush { ctx: u64, lazy: bool },
+    /// CPU `by`'s flush of address space `ctx` skipped this CPU, which had
+    /// it loaded lazily or ran another one: it catches up when it switches
+    /// in.
+    Skipped { by: usize, ctx: Option<u64> },
 }
 
 /// An IPI: from its sender, when the round went out, to its receiver,
@@ -80,18 +89,9 @@ pub struct Lanes {
     pub slices: Vec<Slice>,
     pub instants: Vec<Instant>,
     pub arrows: Vec<Arrow>,
-    /// Begins without an end and ends without a begin (their partner did
-    /// not fit in the buffer).
+    /// Handlers whose IPI round is missing (it did not fit in the sender's
+    /// buffer): drawn without their arrow.
     pub unmatched: usize,
-}
-
-/// What is open on one CPU.
-#[derive(Default)]
-struct Open {
-    /// Each open request's begin, and its decision so far (with when).
-    requests: Vec<(u64, Option<(u64, Decision)>)>,
-    handlers: Vec<(u64, usize, u64)>,
-    tlbsync: Option<u64>,
 }
 
 /// A round as its sender recorded it.
@@ -101,8 +101,18 @@ struct Round {
     targets: Vec<usize>,
 }
 
+/// A point of a CPU's requests and decisions, in the order they are taken
+/// at the same time: a request opens before a decision in it, and closes
+/// after.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum RequestPoint {
+    Opens,
+    Decides(usize),
+    Closes,
+}
+
 impl Lanes {
-    /// Pairs `events` up (any order; each CPU's are sorted by time).
+    /// Turns `events` (any order) into slices, instants and arrows.
     pub fn from_events(events: &[Event]) -> Self {
         let mut sorted = events.to_vec();
         sorted.sort_by_key(|event| (event.cpu, event.ns));
@@ -111,153 +121,157 @@ impl Lanes {
             ..Self::default()
         };
         let rounds = rounds_of(&sorted);
-        let mut open: HashMap<usize, Open> = HashMap::new();
         for event in &sorted {
-            lanes.take(event, open.entry(event.cpu).or_default(), &rounds);
+            lanes.take(event, &rounds);
         }
-        lanes.unmatched += open
-            .values()
-            .map(|open| {
-                open.requests.len() + open.handlers.len() + usize::from(open.tlbsync.is_some())
-            })
-            .sum::<usize>();
+        for cpu in 0..lanes.cpus {
+            lanes.take_requests(cpu, &sorted);
+        }
         lanes
             .slices
             .sort_by_key(|slice| (slice.begin_ns, slice.cpu));
         lanes.arrows.sort_by_key(|arrow| (arrow.sent_ns, arrow.to));
         lanes
+            .instants
+            .sort_by_key(|instant| (instant.ns, instant.cpu));
+        lanes
     }
 
-    /// Adds what `event` begins, ends or marks on its CPU, given what is
-    /// `open` there and every sender's `rounds`.
-    fn take(&mut self, event: &Event, open: &mut Open, rounds: &Rounds) {
-        match event.kind {
-            Kind::RequestBegin | Kind::Decision(_) | Kind::RequestEnd => {
-                self.take_request_step(event, open)
-            }
-            Kind::IpisSent { .. } => {}
-            Kind::AnswersSeen { round } => match rounds.get(&(event.cpu, round)) {
-                Some(sent) => self.slices.push(Slice {
-                    cpu: event.cpu,
-                    begin_ns: sent.sent_ns,
-                    end_ns: event.ns,
-                    what: SliceKind::Waiting {
-                        round,
-                        purpose: sent.purpose,
-                        targets: sent.targets.len(),
-                    },
-                }),
-                None => self.unmatched += 1,
-            },
-            Kind::HandlerBegin { .. } | Kind::HandlerEnd { .. } => {
-                self.take_handler_step(event, open, rounds)
-            }
-            Kind::Invlpgb(operands) => self.instants.push(Instant {
-                cpu: event.cpu,
-                ns: event.ns,
-                what: InstantKind::Invlpgb(operands),
-            }),
-            Kind::TlbsyncBegin => open.tlbsync = Some(event.ns),
-            Kind::TlbsyncEnd => match open.tlbsync.take() {
-                Some(begin_ns) => self.slices.push(Slice {
-                    cpu: event.cpu,
-                    begin_ns,
-                    end_ns: event.ns,
-                    what: SliceKind::Tlbsync,
-                }),
-                None => self.unmatched += 1,
-            },
-        }
-    }
-
-    /// A request's begin, its decision, its end. `mm` reports a request's
-    /// own decision last (a broadcast after the IPIs of the transition it
-    /// finishes), so the last one names the request and an earlier one
-    /// becomes an instant; so do a promotion or rollover, which a request
-    /// causes but is not, and a decision outside any request.
-    fn take_request_step(&mut self, event: &Event, open: &mut Open) {
-        let instant = |(ns, decision)| Instant {
-            cpu: event.cpu,
-            ns,
-            what: InstantKind::Decision(decision),
+    /// Adds what `event` draws on its CPU, given every sender's `rounds`;
+    /// requests and decisions are [`Lanes::take_requests`]'.
+    fn take(&mut self, event: &Event, rounds: &Rounds) {
+        let (cpu, ns) = (event.cpu, event.ns);
+        let slice = |begin_ns, what| Slice {
+            cpu,
+            begin_ns,
+            end_ns: ns,
+            what,
         };
         match event.kind {
-            Kind::RequestBegin => open.requests.push((event.ns, None)),
-            Kind::Decision(decision) => {
-                let side_effect = matches!(
-                    decision.reason,
-                    TraceReason::Promotion | TraceReason::Rollover
-                );
-                match open.requests.last_mut() {
-                    Some((_, slot)) if !side_effect => {
-                        if let Some(earlier) = slot.replace((event.ns, decision)) {
-                            self.instants.push(instant(earlier));
-                        }
-                    }
-                    _ => self.instants.push(instant((event.ns, decision))),
-                }
-            }
-            _ => match open.requests.pop() {
-                Some((begin_ns, decision)) => self.slices.push(Slice {
-                    cpu: event.cpu,
-                    begin_ns,
-                    end_ns: event.ns,
-                    what: SliceKind::Request(decision.map(|(_, decision)| decision)),
-                }),
-                None => self.unmatched += 1,
-            },
-        }
-    }
-
-    /// A handler's begin (and the arrow of the IPI that started it), or its
-    /// end (and its slice).
-    fn take_handler_step(&mut self, event: &Event, open: &mut Open, rounds: &Rounds) {
-        let cpu = event.cpu;
-        match event.kind {
-            Kind::HandlerBegin { from, round } => {
-                open.handlers.push((event.ns, from, round));
-                match rounds.get(&(from, round)) {
-                    Some(sent) if sent.targets.contains(&cpu) => self.arrows.push(Arrow {
+            Kind::Request { .. } | Kind::Decision(_) => {}
+            Kind::IpiRound {
+                round,
+                purpose,
+                targets,
+                sent,
+            } => self.slices.push(slice(
+                sent,
+                SliceKind::Waiting {
+                    round,
+                    purpose,
+                    targets: targets.count(),
+                },
+            )),
+            Kind::Handler {
+                from,
+                round,
+                began,
+                flushed,
+            } => {
+                let sent = rounds
+                    .get(&(from, round))
+                    .filter(|sent| sent.targets.contains(&cpu));
+                match sent {
+                    Some(sent) => self.arrows.push(Arrow {
                         from,
                         sent_ns: sent.sent_ns,
                         to: cpu,
-                        received_ns: event.ns,
+                        received_ns: began,
                         round,
                         purpose: sent.purpose,
                     }),
-                    _ => self.unmatched += 1,
+                    None => self.unmatched += 1,
                 }
-            }
-            Kind::HandlerEnd {
-                from,
-                round,
-                flushed,
-            } => {
-                let begun = open
-                    .handlers
-                    .iter()
-                    .rposition(|&(_, f, r)| (f, r) == (from, round));
-                let Some(index) = begun else {
-                    self.unmatched += 1;
-                    return;
-                };
-                let (begin_ns, ..) = open.handlers.remove(index);
-                let purpose = rounds
-                    .get(&(from, round))
-                    .map_or(Purpose::Flush, |sent| sent.purpose);
-                self.slices.push(Slice {
-                    cpu,
-                    begin_ns,
-                    end_ns: event.ns,
-                    what: SliceKind::Handler {
+                self.slices.push(slice(
+                    began,
+                    SliceKind::Handler {
                         from,
                         round,
-                        purpose,
+                        purpose: sent.map_or(Purpose::Flush, |sent| sent.purpose),
                         flushed,
                     },
-                });
+                ));
             }
-            _ => unreachable!("take passes only handler events"),
+            Kind::Invlpgb(operands) => self.instants.push(Instant {
+                cpu,
+                ns,
+                what: InstantKind::Invlpgb(operands),
+            }),
+            Kind::Tlbsync { began } => self.slices.push(slice(began, SliceKind::Tlbsync)),
+            Kind::SwitchFlush { ctx, lazy } => self.instants.push(Instant {
+                cpu,
+                ns,
+                what: InstantKind::SwitchFlush { ctx, lazy },
+            }),
+        }
+    }
+
+    /// `cpu`'s requests, each named by a decision. `mm` reports a request's
+    /// own decision last (a broadcast after the IPIs of the transition it
+    /// finishes), so the last one in the innermost request names it and an
+    /// earlier one becomes an instant; so do a promotion or rollover, which
+    /// a request causes but is not, and a decision outside any request.
+    fn take_requests(&mut self, cpu: usize, sorted: &[Event]) {
+        let mut decisions = Vec::new();
+        let mut points = Vec::new();
+        for event in sorted.iter().filter(|event| event.cpu == cpu) {
+            match event.kind {
+                Kind::Request { began } => {
+                    points.push((began, RequestPoint::Opens));
+                    points.push((event.ns, RequestPoint::Closes));
+                }
+                Kind::Decision(decision) => {
+                    points.push((event.ns, RequestPoint::Decides(decisions.len())));
+                    decisions.push(decision);
+                }
+                _ => {}
+            }
+        }
+        points.sort_by_key(|&(ns, point)| (ns, point));
+        let instant = |ns, decision| Instant {
+            cpu,
+            ns,
+            what: InstantKind::Decision(decision),
+        };
+        // Each open request's begin, and its decision so far (with when).
+        let mut open: Vec<(u64, Option<(u64, Decision)>)> = Vec::new();
+        for (ns, point) in points {
+            match point {
+                RequestPoint::Opens => open.push((ns, None)),
+                RequestPoint::Decides(index) => {
+                    let decision: Decision = decisions[index];
+                    self.instants
+                        .extend(decision.skipped.iter().map(|skipped| Instant {
+                            cpu: skipped,
+                            ns,
+                            what: InstantKind::Skipped {
+                                by: cpu,
+                                ctx: decision.ctx,
+                            },
+                        }));
+                    let side_effect = matches!(
+                        decision.reason,
+                        TraceReason::Promotion | TraceReason::Rollover
+                    );
+                    match open.last_mut() {
+                        Some((_, slot)) if !side_effect => {
+                            if let Some((earlier_ns, earlier)) = slot.replace((ns, decision)) {
+                                self.instants.push(instant(earlier_ns, earlier));
+                            }
+                        }
+                        _ => self.instants.push(instant(ns, decision)),
+                    }
+                }
+                RequestPoint::Closes => {
+                    let (begin_ns, decision) = open.pop().expect("a request closes after it opens");
+                    self.slices.push(Slice {
+                        cpu,
+                        begin_ns,
+                        end_ns: ns,
+                        what: SliceKind::Request(decision.map(|(_, decision)| decision)),
+                    });
+                }
+            }
         }
     }
 
@@ -333,14 +347,15 @@ fn rounds_of(events: &[Event]) -> Rounds {
     events
         .iter()
         .filter_map(|event| match event.kind {
-            Kind::IpisSent {
+            Kind::IpiRound {
                 round,
                 purpose,
                 targets,
+                sent,
             } => Some((
                 (event.cpu, round),
                 Round {
-                    sent_ns: event.ns,
+                    sent_ns: sent,
                     purpose,
                     targets: targets.iter().collect(),
                 },

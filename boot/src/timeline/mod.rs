@@ -13,6 +13,7 @@ pub mod chrome;
 pub mod lanes;
 pub mod svg;
 pub mod validate;
+pub mod window;
 
 use std::{fmt, fs, io, path::Path};
 
@@ -20,7 +21,7 @@ use kernel::timeline::{Summary, parse_lines};
 
 pub use chrome::RunInfo;
 pub use lanes::Lanes;
-pub use svg::Window;
+pub use window::Window;
 
 /// What [`write()`] wrote.
 #[derive(Debug)]
@@ -49,6 +50,8 @@ pub enum TimelineError {
     },
     /// The window asks for a promotion, and no address space was promoted.
     NoPromotion,
+    /// The window asks for a skipped CPU that caught up, and none did.
+    NoCatchUp,
     /// The JSON written breaks the format (a bug of this crate).
     Invalid(Vec<String>),
     Io(io::Error),
@@ -72,6 +75,11 @@ impl fmt::Display for TimelineError {
                 f,
                 "the window asks for a promotion, and the run promoted no address space \
                  (it takes a broadcast mode and tlb.promote CPUs running one process)"
+            ),
+            Self::NoCatchUp => write!(
+                f,
+                "the window asks for a CPU that flushes skipped and that caught up at a later \
+                 switch, and no CPU did (a lazy CPU that comes back, as in tlbtest lazy, does)"
             ),
             Self::Invalid(problems) => write!(
                 f,

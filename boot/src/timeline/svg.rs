@@ -1,74 +1,19 @@
 //! The timeline as a picture for the book: one lane per CPU, each slice a
 //! box in its CPU's lane (nested ones drawn inside their parent), an arrow
-//! from each IPI's sender to the start of its receiver's handler, a tick
-//! for each INVLPGB, a time axis in microseconds and a legend.
-//!
-//! A whole run is thousands of shootdowns; the picture shows a window of it
-//! ([`Window`]): by default a typical shootdown (a flush request that sent
-//! IPIs, of median length), or the N-th, or a span of time, so that one
-//! shootdown fills the width.
+//! from each IPI's sender to the start of its receiver's handler, marks for
+//! each INVLPGB, each CPU a request skipped and each switch that caught
+//! up, a time axis in microseconds and a legend. It shows the [`Window`]
+//! of the run asked for.
 
 use std::fmt::Write;
 
 use super::{
-    TimelineError,
-    chrome::{RunInfo, plural, slice_name},
+    TimelineError, Window,
+    chrome::{RunInfo, slice_name},
     lanes::{Arrow, InstantKind, Lanes, Slice, SliceKind},
 };
 use crate::drawing::{escape, tick_step};
-use kernel::timeline::{Purpose, TraceReason};
-
-/// Which part of the run the picture shows.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub enum Window {
-    /// The N-th shootdown (from 1), with a margin around it.
-    Shootdown(usize),
-    /// The run's last shootdown.
-    Last,
-    /// The shootdown in which an address space was promoted to a global
-    /// ASID, and the two after it (the transition, then a broadcast).
-    Promotion,
-    /// The shootdown of median length: a typical one, where the first may
-    /// be slow (cold caches) and any one may have waited for the host to
-    /// run a virtual CPU.
-    #[default]
-    Typical,
-    /// From..to, in microseconds since boot (the JSON's times).
-    Span { from_us: f64, to_us: f64 },
-    /// Everything.
-    All,
-}
-
-impl Window {
-    /// `N` (the N-th shootdown), `typical`, `last`, `promotion`, `FROM..TO`
-    /// (microseconds since boot) or `all`, as `--timeline-window` takes it.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        match text {
-            "all" => return Ok(Self::All),
-            "typical" => return Ok(Self::Typical),
-            "last" => return Ok(Self::Last),
-            "promotion" => return Ok(Self::Promotion),
-            _ => {}
-        }
-        if let Some((from, to)) = text.split_once("..") {
-            let number = |text: &str| text.trim().parse::<f64>().ok().filter(|v| v.is_finite());
-            return match (number(from), number(to)) {
-                (Some(from_us), Some(to_us)) if from_us < to_us => {
-                    Ok(Self::Span { from_us, to_us })
-                }
-                _ => Err(format!(
-                    "'{text}' is not FROM..TO with FROM below TO (microseconds since boot)"
-                )),
-            };
-        }
-        match text.parse::<usize>() {
-            Ok(n) if n >= 1 => Ok(Self::Shootdown(n)),
-            _ => Err(format!(
-                "'{text}' is not a shootdown number (1, 2, ...), typical, last, promotion, FROM..TO in microseconds, or all"
-            )),
-        }
-    }
-}
+use kernel::timeline::Purpose;
 
 const WIDTH: f64 = 960.0;
 const LEFT: f64 = 70.0;
@@ -76,7 +21,7 @@ const RIGHT: f64 = 20.0;
 const TOP: f64 = 64.0;
 const LANE: f64 = 72.0;
 /// Below the lanes: the axis, its label, and the legend.
-const BOTTOM: f64 = 110.0;
+const BOTTOM: f64 = 134.0;
 /// How far a nested slice's box sits inside its parent's.
 const INSET: f64 = 13.0;
 /// Labels need about this many pixels per character.
@@ -91,6 +36,8 @@ const TLBSYNC: &str = "#e06666";
 const FLUSH_IPI: &str = "#cc0000";
 const BROADCAST_IPI: &str = "#674ea7";
 const INVLPGB: &str = "#000000";
+const SKIPPED: &str = "#777777";
+const CAUGHT_UP: &str = "#38761d";
 
 /// The picture of `window` of `lanes`, and how many shootdowns it shows.
 pub fn draw(
@@ -98,8 +45,7 @@ pub fn draw(
     window: &Window,
     run: &RunInfo,
 ) -> Result<(String, usize), TimelineError> {
-    let shootdowns = lanes.shootdowns();
-    let (from_ns, to_ns, title) = span_of(window, lanes, &shootdowns)?;
+    let (from_ns, to_ns, title) = window.span(lanes)?;
     let shown = lanes.window(from_ns, to_ns);
     let drawn = shown.shootdowns().len();
     let canvas = Canvas {
@@ -108,108 +54,6 @@ pub fn draw(
         cpus: lanes.cpus.max(1),
     };
     Ok((canvas.render(&shown, &title, run), drawn))
-}
-
-/// The part of the run `window` asks for, and the picture's title.
-fn span_of(
-    window: &Window,
-    lanes: &Lanes,
-    shootdowns: &[&Slice],
-) -> Result<(u64, u64, String), TimelineError> {
-    let numbered = |n: usize| {
-        shootdowns
-            .get(n.wrapping_sub(1))
-            .ok_or(TimelineError::NoSuchShootdown {
-                asked: n,
-                shootdowns: shootdowns.len(),
-            })
-    };
-    let with_margin = |first: &Slice, last: &Slice| {
-        let margin = (last.end_ns - first.begin_ns) / 10 + 1;
-        (first.begin_ns.saturating_sub(margin), last.end_ns + margin)
-    };
-    let one = |n: usize, how: &str| -> Result<(u64, u64, String), TimelineError> {
-        let shootdown = numbered(n)?;
-        let (from, to) = with_margin(shootdown, shootdown);
-        let title = format!(
-            "Shootdown {n} of {}{how}: {}",
-            shootdowns.len(),
-            describe(shootdown)
-        );
-        Ok((from, to, title))
-    };
-    match *window {
-        Window::Shootdown(n) => one(n, ""),
-        Window::Last => one(shootdowns.len(), " (the last)"),
-        Window::Typical => one(
-            median_shootdown(shootdowns).unwrap_or(1),
-            " (of median length)",
-        ),
-        Window::Promotion => {
-            let first = promotion_shootdown(lanes, shootdowns).ok_or(TimelineError::NoPromotion)?;
-            let last = (first + 2).min(shootdowns.len());
-            let (from, to) = with_margin(numbered(first)?, numbered(last)?);
-            let title = format!(
-                "A promotion, in shootdown {first} of {}, and the shootdowns up to {last}",
-                shootdowns.len()
-            );
-            Ok((from, to, title))
-        }
-        Window::Span { from_us, to_us } => Ok((
-            (from_us * 1000.0) as u64,
-            (to_us * 1000.0) as u64,
-            format!("{from_us} us to {to_us} us after boot"),
-        )),
-        Window::All => {
-            let (first, last) = lanes.span().unwrap_or((0, 1));
-            Ok((first, last.max(first + 1), "The whole run".to_string()))
-        }
-    }
-}
-
-/// The number (from 1) of the first shootdown that holds, or follows, the
-/// run's first promotion.
-fn promotion_shootdown(lanes: &Lanes, shootdowns: &[&Slice]) -> Option<usize> {
-    let promotion = lanes.instants.iter().find(|instant| {
-        matches!(instant.what, InstantKind::Decision(decision) if decision.reason == TraceReason::Promotion)
-    })?;
-    shootdowns
-        .iter()
-        .position(|shootdown| shootdown.end_ns >= promotion.ns)
-        .map(|index| index + 1)
-}
-
-/// The number (from 1) of the shootdown whose length is the median.
-fn median_shootdown(shootdowns: &[&Slice]) -> Option<usize> {
-    let mut by_length: Vec<usize> = (0..shootdowns.len()).collect();
-    by_length.sort_by_key(|&index| shootdowns[index].end_ns - shootdowns[index].begin_ns);
-    by_length.get(by_length.len() / 2).map(|index| index + 1)
-}
-
-/// "CPU 0 flushes address space 2, 1 page (Ipi)".
-fn describe(request: &Slice) -> String {
-    let SliceKind::Request(decision) = &request.what else {
-        return slice_name(&request.what);
-    };
-    let Some(decision) = decision else {
-        return format!("CPU {} flushes", request.cpu);
-    };
-    let space = decision
-        .ctx
-        .map_or("the kernel's mappings".to_string(), |ctx| {
-            format!("address space {ctx}")
-        });
-    let range = match decision.range {
-        Some((start, end)) => {
-            let pages = (end - start).div_ceil(4096);
-            format!("{pages} page{}", plural(pages))
-        }
-        None => "everything".to_string(),
-    };
-    format!(
-        "CPU {} flushes {space}, {range} ({:?})",
-        request.cpu, decision.reason
-    )
 }
 
 /// Where things go.
@@ -311,31 +155,50 @@ impl Canvas {
         svg.push('\n');
     }
 
-    /// An INVLPGB is a small black mark at the top of its lane; a decision
-    /// outside a request (a promotion, a rollover) a mark with its name.
+    /// A moment is a mark on its lane (see [`mark_style`]), with what it
+    /// was in its tooltip; a decision outside a request (a promotion, a
+    /// rollover) also has its name at the foot of the lane.
     fn instant(&self, svg: &mut String, instant: &super::lanes::Instant) {
         let x = self.x(instant.ns);
         let top = self.lane_top(instant.cpu);
-        let (label, color, named) = match &instant.what {
-            InstantKind::Invlpgb(operands) => (format!("INVLPGB {operands}"), INVLPGB, false),
-            InstantKind::Decision(decision) => {
-                (format!("{:?}", decision.reason), BROADCAST_IPI, true)
-            }
+        let (shape, color, _) = mark_style(&instant.what);
+        let (label, named) = match &instant.what {
+            InstantKind::Invlpgb(operands) => (format!("INVLPGB {operands}"), false),
+            InstantKind::Decision(decision) => (format!("{:?}", decision.reason), true),
+            InstantKind::SwitchFlush { ctx, lazy } => (
+                format!(
+                    "{} address space {ctx}: flush",
+                    if *lazy {
+                        "back from lazy mode in"
+                    } else {
+                        "switch into"
+                    }
+                ),
+                false,
+            ),
+            InstantKind::Skipped { by, ctx } => (
+                match ctx {
+                    Some(ctx) => format!("skipped by CPU {by}'s flush of address space {ctx}"),
+                    None => format!("skipped by CPU {by}'s flush"),
+                },
+                false,
+            ),
         };
-        let _ = write!(
-            svg,
-            r#"<path d="M{x:.1},{:.1} l-4,-7 h8 z" fill="{color}"><title>{}</title></path>"#,
-            top + 9.0,
-            escape(&label)
-        );
-        // Its name at the foot of the lane, clear of the slices' labels.
+        let _ = write!(svg, "{}", shape.draw(x, top, color, Some(&label)));
+        // Its name at the foot of the lane, clear of the slices' labels;
+        // in the right half it ends at the mark, so that it stays inside.
         if named {
+            // Pointing up, from the foot of the lane to the mark at its top.
+            let (glyph, label) = ("&#9650;", escape(&label));
+            let (anchor, at, text) = if x > (LEFT + WIDTH - RIGHT) / 2.0 {
+                ("end", x + 4.0, format!("{label} {glyph}"))
+            } else {
+                ("start", x - 4.0, format!("{glyph} {label}"))
+            };
             let _ = write!(
                 svg,
-                r#"<text x="{:.1}" y="{:.1}" font-size="11" fill="{color}">&#9650; {}</text>"#,
-                x - 4.0,
+                r#"<text x="{at:.1}" y="{:.1}" font-size="11" fill="{color}" text-anchor="{anchor}">{text}</text>"#,
                 top + LANE - 3.0,
-                escape(&label)
             );
         }
         svg.push('\n');
@@ -365,38 +228,45 @@ impl Canvas {
         );
     }
 
+    /// The time axis, in microseconds, or in milliseconds for a window of
+    /// more than 20 ms (a run of shootdowns).
     fn axis(&self, svg: &mut String) {
         let bottom = self.lane_top(self.cpus);
-        let span_us = (self.to_ns - self.from_ns) as f64 / 1000.0;
-        let step = tick_step(span_us, 8.0);
+        let (unit_ns, unit, short) = if self.to_ns - self.from_ns > 20_000_000 {
+            (1_000_000.0, "milliseconds", "ms")
+        } else {
+            (1000.0, "microseconds", "us")
+        };
+        let span = (self.to_ns - self.from_ns) as f64 / unit_ns;
+        let step = tick_step(span, 8.0);
         let _ = writeln!(
             svg,
             r##"<line x1="{LEFT}" y1="{bottom}" x2="{}" y2="{bottom}" stroke="#000"/>"##,
             WIDTH - RIGHT
         );
         let mut tick = 0.0;
-        while tick <= span_us + 1e-9 {
-            let x = self.x(self.from_ns + (tick * 1000.0) as u64);
+        while tick <= span + 1e-9 {
+            let x = self.x(self.from_ns + (tick * unit_ns) as u64);
             let _ = writeln!(
                 svg,
                 r##"<line x1="{x:.1}" y1="{bottom}" x2="{x:.1}" y2="{:.1}" stroke="#000"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
                 bottom + 5.0,
                 bottom + 18.0,
-                format_us(tick)
+                format_tick(tick)
             );
             tick += step;
         }
         let _ = writeln!(
             svg,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">microseconds from {:.1} us after boot (the kernel's clock)</text>"#,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{unit} from {:.1} {short} after boot (the kernel's clock)</text>"#,
             (LEFT + WIDTH - RIGHT) / 2.0,
             bottom + 36.0,
-            self.from_ns as f64 / 1000.0
+            self.from_ns as f64 / unit_ns
         );
     }
 
     /// Names what the picture holds (and only that): the kinds of slice
-    /// on one line, the kinds of arrow and the INVLPGB mark on the next.
+    /// on one line, the kinds of arrow on the next, the marks on the third.
     fn legend(&self, svg: &mut String, lanes: &Lanes) {
         let y = self.lane_top(self.cpus) + 56.0;
         let mut styles: Vec<_> = lanes
@@ -433,17 +303,34 @@ impl Canvas {
                 x += 32.0 + name.len() as f64 * CHAR_WIDTH + 22.0;
             }
         }
-        let invlpgb =
-            |instant: &super::lanes::Instant| matches!(instant.what, InstantKind::Invlpgb(_));
-        if lanes.instants.iter().any(invlpgb) {
+        // The marks on a line of their own.
+        let y = y + 24.0;
+        let mut x = LEFT;
+        let mut marks: Vec<_> = lanes
+            .instants
+            .iter()
+            .filter_map(|instant| {
+                let (shape, color, name) = mark_style(&instant.what);
+                Some((name?, shape, color))
+            })
+            .collect();
+        marks.sort_by_key(|&(name, ..)| name);
+        marks.dedup_by_key(|&mut (name, ..)| name);
+        for (name, shape, color) in marks {
+            // The shape as drawn in a lane, moved so that it sits on the line.
+            let lane_top = y + 6.0 - LANE / 2.0;
+            let top = match shape {
+                Shape::Tick => y + 1.0,
+                Shape::Ring | Shape::Diamond => lane_top,
+            };
             let _ = write!(
                 svg,
-                r#"<path d="M{:.1},{:.1} l-4,-7 h8 z" fill="{INVLPGB}"/><text x="{:.1}" y="{:.1}">INVLPGB</text>"#,
-                x + 4.0,
-                y + 10.0,
-                x + 14.0,
+                r#"{}<text x="{:.1}" y="{:.1}">{name}</text>"#,
+                shape.draw(x + 6.0, top, color, None),
+                x + 16.0,
                 y + 10.5
             );
+            x += 16.0 + name.len() as f64 * CHAR_WIDTH + 22.0;
         }
         svg.push('\n');
     }
@@ -466,6 +353,59 @@ fn slice_style(what: &SliceKind) -> (u8, &'static str, &'static str) {
     }
 }
 
+/// How a moment is marked on its lane.
+#[derive(Clone, Copy)]
+enum Shape {
+    /// A small triangle at the top of the lane, pointing down.
+    Tick,
+    /// A hollow ring across the middle of the lane.
+    Ring,
+    /// A diamond across the middle of the lane.
+    Diamond,
+}
+
+impl Shape {
+    /// The mark at `x` in the lane whose top is `top`, with a tooltip.
+    fn draw(self, x: f64, top: f64, color: &str, tooltip: Option<&str>) -> String {
+        let title = tooltip.map_or(String::new(), |text| {
+            format!("<title>{}</title>", escape(text))
+        });
+        let middle = top + LANE / 2.0;
+        match self {
+            Self::Tick => format!(
+                r#"<path d="M{x:.1},{:.1} l-4,-7 h8 z" fill="{color}">{title}</path>"#,
+                top + 9.0
+            ),
+            Self::Ring => format!(
+                r#"<circle cx="{x:.1}" cy="{middle:.1}" r="5" fill="white" fill-opacity="0.6" stroke="{color}" stroke-width="1.5">{title}</circle>"#
+            ),
+            Self::Diamond => format!(
+                r#"<path d="M{x:.1},{:.1} l6,7 l-6,7 l-6,-7 z" fill="{color}" stroke="white" stroke-width="0.8">{title}</path>"#,
+                middle - 7.0
+            ),
+        }
+    }
+}
+
+/// A kind of moment's mark, color and legend name (`None`: named in the
+/// picture itself, not in the legend).
+fn mark_style(what: &InstantKind) -> (Shape, &'static str, Option<&'static str>) {
+    match what {
+        InstantKind::Invlpgb(_) => (Shape::Tick, INVLPGB, Some("INVLPGB")),
+        InstantKind::Decision(_) => (Shape::Tick, BROADCAST_IPI, None),
+        InstantKind::Skipped { .. } => (
+            Shape::Ring,
+            SKIPPED,
+            Some("skipped: lazy, or running another address space"),
+        ),
+        InstantKind::SwitchFlush { .. } => (
+            Shape::Diamond,
+            CAUGHT_UP,
+            Some("switch that flushed: caught up"),
+        ),
+    }
+}
+
 /// A kind of arrow's color, marker and legend name.
 fn arrow_style(purpose: Purpose) -> (&'static str, &'static str, &'static str) {
     match purpose {
@@ -479,8 +419,8 @@ fn arrow_style(purpose: Purpose) -> (&'static str, &'static str, &'static str) {
 }
 
 /// `12`, `2.5`, `0.25`: a tick label without trailing zeros.
-fn format_us(us: f64) -> String {
-    let text = format!("{us:.2}");
+fn format_tick(value: f64) -> String {
+    let text = format!("{value:.2}");
     text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 

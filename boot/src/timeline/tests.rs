@@ -5,7 +5,7 @@ use serde_json::Value;
 fn output() -> Vec<&'static str> {
     let mut lines = vec!["tlb-counters: mode=ipi cpus=3 ipis_sent=2"];
     lines.extend_from_slice(lanes::tests::TWO_TARGETS);
-    lines.push("timeline-end: cpus=3 capacity=4096 recorded=9 dropped=0");
+    lines.push("timeline-end: cpus=4 capacity=4096 recorded=5 dropped=0");
     lines
 }
 
@@ -27,7 +27,7 @@ fn run() -> RunInfo {
 fn both_files_are_written_and_the_json_is_valid() {
     let dir = scratch("both");
     let written = write(&dir, output(), &run(), &Window::Shootdown(1)).expect("written");
-    assert_eq!(written.summary.recorded, 9);
+    assert_eq!(written.summary.recorded, 5);
     assert_eq!((written.shootdowns, written.drawn_shootdowns), (1, 1));
     assert_eq!(written.counts.flows, 2, "one arrow per target");
     let json: Value =
@@ -45,9 +45,13 @@ fn both_files_are_written_and_the_json_is_valid() {
             .count(),
         2
     );
-    for cpu in 0..3 {
+    for cpu in 0..4 {
         assert!(svg.contains(&format!(">CPU {cpu}</text>")), "lane {cpu}");
     }
+    assert!(
+        svg.contains("<title>skipped by CPU 0's flush of address space 2</title>"),
+        "CPU 3's skip is marked: {svg}"
+    );
     let _ = fs::remove_dir_all(&dir);
 }
 
@@ -84,6 +88,14 @@ fn windows_parse_or_say_why_not() {
     assert_eq!(Window::parse("typical"), Ok(Window::Typical));
     assert_eq!(Window::parse("last"), Ok(Window::Last));
     assert_eq!(Window::parse("promotion"), Ok(Window::Promotion));
+    assert_eq!(Window::parse("lazy"), Ok(Window::Lazy));
+    assert_eq!(
+        Window::parse("2-256"),
+        Ok(Window::Shootdowns {
+            first: 2,
+            last: 256
+        })
+    );
     assert_eq!(
         Window::parse("120.5..180"),
         Ok(Window::Span {
@@ -91,7 +103,9 @@ fn windows_parse_or_say_why_not() {
             to_us: 180.0
         })
     );
-    for bad in ["0", "-1", "x", "5..2", "1..x", "..3"] {
+    for bad in [
+        "0", "-1", "x", "5..2", "1..x", "..3", "3-2", "0-4", "1-", "1-x",
+    ] {
         assert!(Window::parse(bad).is_err(), "{bad}");
     }
 }
@@ -106,26 +120,19 @@ fn the_typical_shootdown_is_the_one_of_median_length() {
         .enumerate()
     {
         let round = round + 1;
-        lines.push(format!("timeline: cpu=0 ns={begin} request-begin"));
         lines.push(format!(
-            "timeline: cpu=0 ns={} ipis-sent round={round} for=flush targets=1",
+            "timeline: cpu=0 ns={} ipi-round round={round} for=flush targets=1 sent={}",
+            begin + 40,
             begin + 10
         ));
         lines.push(format!(
-            "timeline: cpu=1 ns={} handler-begin from=0 round={round}",
+            "timeline: cpu=1 ns={} handler from=0 round={round} began={} full=0 partial=1 pages=1 trims=0",
+            begin + 30,
             begin + 20
         ));
-        lines.push(format!(
-            "timeline: cpu=1 ns={} handler-end from=0 round={round} full=0 partial=1 pages=1 trims=0",
-            begin + 30
-        ));
-        lines.push(format!(
-            "timeline: cpu=0 ns={} answers-seen round={round}",
-            begin + 40
-        ));
-        lines.push(format!("timeline: cpu=0 ns={end} request-end"));
+        lines.push(format!("timeline: cpu=0 ns={end} request began={begin}"));
     }
-    lines.push("timeline-end: cpus=2 capacity=4096 recorded=18 dropped=0".to_string());
+    lines.push("timeline-end: cpus=2 capacity=4096 recorded=9 dropped=0".to_string());
     let dir = scratch("typical");
     let written = write(
         &dir,
@@ -160,6 +167,79 @@ fn the_promotion_window_finds_the_shootdown_that_promoted() {
     write(&dir, lines, &run(), &Window::Promotion).expect("written");
     let svg = fs::read_to_string(dir.join("timeline.svg")).unwrap();
     assert!(svg.contains("A promotion, in shootdown 1 of 1"), "{svg}");
-    assert!(svg.contains("Promotion</text>"), "the promotion is marked");
+    assert!(
+        svg.contains("&#9650; Promotion</text>") || svg.contains("Promotion &#9650;</text>"),
+        "the promotion is marked and named"
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_lazy_window_runs_from_the_last_skip_to_the_switch_that_caught_up() {
+    let dir = scratch("lazy");
+    assert!(matches!(
+        write(&dir, output(), &run(), &Window::Lazy),
+        Err(TimelineError::NoCatchUp)
+    ));
+    // Two requests of CPU 0 skip CPU 1, which then switches back in.
+    let lines = [
+        "timeline: cpu=0 ns=150 decision ctx=2 range=0x1000..0x2000 reason=LocalOnly skipped=1",
+        "timeline: cpu=0 ns=200 request began=100",
+        "timeline: cpu=0 ns=5150 decision ctx=2 range=0x1000..0x2000 reason=LocalOnly skipped=1",
+        "timeline: cpu=0 ns=5200 request began=5100",
+        "timeline: cpu=1 ns=9000 switch-flush ctx=2 lazy=yes",
+        "timeline-end: cpus=2 capacity=4096 recorded=5 dropped=0",
+    ];
+    write(&dir, lines, &run(), &Window::Lazy).expect("written");
+    let svg = fs::read_to_string(dir.join("timeline.svg")).unwrap();
+    assert!(
+        svg.contains("CPU 1 skipped by CPU 0's flush, then back from lazy mode and flushing"),
+        "{svg}"
+    );
+    // From the second request (5100), less a tenth of 3900, on.
+    assert!(svg.contains("microseconds from 4.7 us after boot"), "{svg}");
+    assert_eq!(svg.matches("<title>skipped by CPU 0").count(), 1, "{svg}");
+    assert!(svg.contains("<title>back from lazy mode in address space 2: flush</title>"));
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_run_of_shootdowns_fills_the_window() {
+    let dir = scratch("several");
+    let mut lines = output();
+    lines.insert(1, "timeline: cpu=0 ns=900 request began=800");
+    lines.insert(
+        1,
+        "timeline: cpu=0 ns=880 ipi-round round=7 for=flush targets=1 sent=810",
+    );
+    lines.insert(
+        1,
+        "timeline: cpu=1 ns=850 handler from=0 round=7 began=820 full=1 partial=0 pages=0 trims=0",
+    );
+    let written = write(
+        &dir,
+        lines,
+        &run(),
+        &Window::Shootdowns { first: 1, last: 2 },
+    )
+    .expect("written");
+    assert_eq!((written.shootdowns, written.drawn_shootdowns), (2, 2));
+    let svg = fs::read_to_string(dir.join("timeline.svg")).unwrap();
+    assert!(
+        svg.contains("Shootdowns 1 to 2 of 2, from CPU 0 flushes"),
+        "{svg}"
+    );
+    assert!(matches!(
+        write(
+            &dir,
+            output(),
+            &run(),
+            &Window::Shootdowns { first: 1, last: 3 }
+        ),
+        Err(TimelineError::NoSuchShootdown {
+            asked: 3,
+            shootdowns: 1
+        })
+    ));
     let _ = fs::remove_dir_all(&dir);
 }

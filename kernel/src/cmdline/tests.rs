@@ -46,7 +46,7 @@ fn parses_every_option() {
             mode: ModeRequest::BroadcastSoftware,
             promotion_threshold: 3,
             trace: true,
-            timeline: true,
+            timeline: Some(4096),
             batch_reclaim: false,
             global_asids: Some(2),
             pcid: false,
@@ -55,9 +55,14 @@ fn parses_every_option() {
         })
     );
     let timeline = |line| parse(line).map(|options| options.tlb.timeline);
-    assert_eq!(timeline("tlb.timeline=off"), Ok(false));
-    assert_eq!(timeline(""), Ok(false));
-    assert!(timeline("tlb.timeline=yes").is_err());
+    assert_eq!(timeline("tlb.timeline=off"), Ok(None));
+    assert_eq!(timeline(""), Ok(None));
+    assert_eq!(timeline("tlb.timeline=100000"), Ok(Some(100_000)));
+    assert_eq!(timeline("tlb.timeline=16"), Ok(Some(16)));
+    for refused in ["yes", "15", "1048577", "-1", "0x100"] {
+        let line = alloc::format!("tlb.timeline={refused}");
+        assert!(parse(&line).is_err(), "{line}");
+    }
     let delay = |line| parse(line).map(|options| options.tlb.switch_delay_us);
     assert_eq!(delay("tlb.switch-delay=50"), Ok(50));
     assert!(delay("tlb.switch-delay=1001").is_err());

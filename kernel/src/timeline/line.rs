@@ -67,7 +67,6 @@ impl fmt::Display for Event {
             self.kind.name()
         )?;
         match &self.kind {
-            Kind::RequestBegin | Kind::TlbsyncBegin | Kind::TlbsyncEnd | Kind::RequestEnd => Ok(()),
             Kind::Decision(decision) => {
                 match decision.ctx {
                     Some(ctx) => write!(f, " ctx={ctx}")?,
@@ -84,32 +83,36 @@ impl fmt::Display for Event {
                     CpuList(&decision.skipped)
                 )
             }
-            Kind::IpisSent {
+            Kind::IpiRound {
                 round,
                 purpose,
                 targets,
+                sent,
             } => write!(
                 f,
-                " round={round} for={} targets={}",
+                " round={round} for={} targets={} sent={sent}",
                 purpose.name(),
                 CpuList(targets)
             ),
-            Kind::HandlerBegin { from, round } => write!(f, " from={from} round={round}"),
-            Kind::HandlerEnd {
+            Kind::Handler {
                 from,
                 round,
+                began,
                 flushed,
             } => write!(
                 f,
-                " from={from} round={round} full={} partial={} pages={} trims={}",
+                " from={from} round={round} began={began} full={} partial={} pages={} trims={}",
                 flushed.full, flushed.partial, flushed.pages, flushed.trims
             ),
-            Kind::AnswersSeen { round } => write!(f, " round={round}"),
             Kind::Invlpgb(operands) => write!(
                 f,
                 " rax={:#x} ecx={:#x} edx={:#x}",
                 operands.rax, operands.ecx, operands.edx
             ),
+            Kind::Tlbsync { began } | Kind::Request { began } => write!(f, " began={began}"),
+            Kind::SwitchFlush { ctx, lazy } => {
+                write!(f, " ctx={ctx} lazy={}", if *lazy { "yes" } else { "no" })
+            }
         }
     }
 }
@@ -193,9 +196,8 @@ impl Event {
         let ns = fields.number("ns")?;
         let name = fields.next_word("the event's name")?;
         let kind = match name {
-            "request-begin" => Kind::RequestBegin,
             "decision" => Kind::Decision(parse_decision(&mut fields)?),
-            "ipis-sent" => Kind::IpisSent {
+            "ipi-round" => Kind::IpiRound {
                 round: fields.number("round")?,
                 purpose: {
                     let name = fields.value("for")?;
@@ -204,14 +206,12 @@ impl Event {
                     })?
                 },
                 targets: fields.cpus("targets")?,
+                sent: fields.number("sent")?,
             },
-            "handler-begin" => Kind::HandlerBegin {
+            "handler" => Kind::Handler {
                 from: fields.cpu("from")?,
                 round: fields.number("round")?,
-            },
-            "handler-end" => Kind::HandlerEnd {
-                from: fields.cpu("from")?,
-                round: fields.number("round")?,
+                began: fields.number("began")?,
                 flushed: Flushed {
                     full: fields.number("full")?,
                     partial: fields.number("partial")?,
@@ -219,20 +219,35 @@ impl Event {
                     trims: fields.number("trims")?,
                 },
             },
-            "answers-seen" => Kind::AnswersSeen {
-                round: fields.number("round")?,
-            },
             "invlpgb" => Kind::Invlpgb(InvlpgbOperands {
                 rax: fields.number("rax")?,
                 ecx: fields.u32("ecx")?,
                 edx: fields.u32("edx")?,
             }),
-            "tlbsync-begin" => Kind::TlbsyncBegin,
-            "tlbsync-end" => Kind::TlbsyncEnd,
-            "request-end" => Kind::RequestEnd,
+            "tlbsync" => Kind::Tlbsync {
+                began: fields.number("began")?,
+            },
+            "request" => Kind::Request {
+                began: fields.number("began")?,
+            },
+            "switch-flush" => Kind::SwitchFlush {
+                ctx: fields.number("ctx")?,
+                lazy: match fields.value("lazy")? {
+                    "yes" => true,
+                    "no" => false,
+                    other => return Err(ParseError(format!("lazy={other} is not yes or no"))),
+                },
+            },
             other => return Err(ParseError(format!("no event is called '{other}'"))),
         };
         fields.finish()?;
+        if let Some(began) = kind.began()
+            && began > ns
+        {
+            return Err(ParseError(format!(
+                "the {name} began at {began}, after it ended at {ns}"
+            )));
+        }
         Ok(Self { cpu, ns, kind })
     }
 }

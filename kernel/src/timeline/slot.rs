@@ -17,44 +17,39 @@ const NONE: u64 = u64::MAX;
 impl Kind {
     /// The event's name on the line, which is also its tag in a slot
     /// (its index here, plus one: tag 0 is an empty slot).
-    pub(super) const NAMES: [&'static str; 10] = [
-        "request-begin",
+    pub(super) const NAMES: [&'static str; 7] = [
         "decision",
-        "ipis-sent",
-        "handler-begin",
-        "handler-end",
-        "answers-seen",
+        "ipi-round",
+        "handler",
         "invlpgb",
-        "tlbsync-begin",
-        "tlbsync-end",
-        "request-end",
+        "tlbsync",
+        "request",
+        "switch-flush",
     ];
 
     fn index(&self) -> usize {
         match self {
-            Self::RequestBegin => 0,
-            Self::Decision(_) => 1,
-            Self::IpisSent { .. } => 2,
-            Self::HandlerBegin { .. } => 3,
-            Self::HandlerEnd { .. } => 4,
-            Self::AnswersSeen { .. } => 5,
-            Self::Invlpgb(_) => 6,
-            Self::TlbsyncBegin => 7,
-            Self::TlbsyncEnd => 8,
-            Self::RequestEnd => 9,
+            Self::Decision(_) => 0,
+            Self::IpiRound { .. } => 1,
+            Self::Handler { .. } => 2,
+            Self::Invlpgb(_) => 3,
+            Self::Tlbsync { .. } => 4,
+            Self::Request { .. } => 5,
+            Self::SwitchFlush { .. } => 6,
         }
     }
 
-    /// The name on the line (`handler-begin`).
+    /// The name on the line (`handler`).
     pub fn name(&self) -> &'static str {
         Self::NAMES[self.index()]
     }
 
-    /// The slot words: a tag (never 0) and the payload.
-    pub fn pack(&self) -> (u64, [u64; PAYLOAD_WORDS]) {
+    /// The slot words: a tag (never 0), the payload, and how many of its
+    /// words the event uses (the recorder stores only those; the rest of a
+    /// slot stays 0).
+    pub fn pack(&self) -> (u64, [u64; PAYLOAD_WORDS], usize) {
         let mut words = [0; PAYLOAD_WORDS];
-        match *self {
-            Self::RequestBegin | Self::TlbsyncBegin | Self::TlbsyncEnd | Self::RequestEnd => {}
+        let used = match *self {
             Self::Decision(decision) => {
                 words[0] = decision.ctx.unwrap_or(NONE);
                 let (start, end) = decision.range.unwrap_or((NONE, NONE));
@@ -62,44 +57,60 @@ impl Kind {
                 words[2] = end;
                 words[3] = reason_index(decision.reason) as u64;
                 words[4..4 + CPU_SET_WORDS].copy_from_slice(&decision.skipped.words());
+                4 + CPU_SET_WORDS
             }
-            Self::IpisSent {
+            Self::IpiRound {
                 round,
                 purpose,
                 targets,
+                sent,
             } => {
                 words[0] = round;
                 words[1] = purpose as u64;
-                words[2..2 + CPU_SET_WORDS].copy_from_slice(&targets.words());
+                words[2] = sent;
+                words[3..3 + CPU_SET_WORDS].copy_from_slice(&targets.words());
+                3 + CPU_SET_WORDS
             }
-            Self::HandlerBegin { from, round } => {
-                words[0] = from as u64;
-                words[1] = round;
-            }
-            Self::HandlerEnd {
+            Self::Handler {
                 from,
                 round,
+                began,
                 flushed,
             } => {
-                words[0] = from as u64;
-                words[1] = round;
-                words[2] = flushed.full;
-                words[3] = flushed.partial;
-                words[4] = flushed.pages;
-                words[5] = flushed.trims;
+                words[..7].copy_from_slice(&[
+                    from as u64,
+                    round,
+                    began,
+                    flushed.full,
+                    flushed.partial,
+                    flushed.pages,
+                    flushed.trims,
+                ]);
+                7
             }
-            Self::AnswersSeen { round } => words[0] = round,
             Self::Invlpgb(operands) => {
-                words[0] = operands.rax;
-                words[1] = u64::from(operands.ecx);
-                words[2] = u64::from(operands.edx);
+                words[..3].copy_from_slice(&[
+                    operands.rax,
+                    u64::from(operands.ecx),
+                    u64::from(operands.edx),
+                ]);
+                3
             }
-        }
-        (self.index() as u64 + 1, words)
+            Self::Tlbsync { began } | Self::Request { began } => {
+                words[0] = began;
+                1
+            }
+            Self::SwitchFlush { ctx, lazy } => {
+                words[..2].copy_from_slice(&[ctx, u64::from(lazy)]);
+                2
+            }
+        };
+        (self.index() as u64 + 1, words, used)
     }
 
     /// The event that [`Kind::pack`] packed into `tag` and `words`; `None`
-    /// for a tag no event has (an empty slot is tag 0).
+    /// for a tag no event has (an empty slot is tag 0) or words no event of
+    /// the tag has.
     pub fn unpack(tag: u64, words: &[u64; PAYLOAD_WORDS]) -> Option<Self> {
         let cpu_set = |first: usize| {
             let mut set = [0; CPU_SET_WORDS];
@@ -108,45 +119,48 @@ impl Kind {
         };
         let some = |word: u64| (word != NONE).then_some(word);
         Some(match tag {
-            1 => Self::RequestBegin,
-            2 => Self::Decision(Decision {
+            1 => Self::Decision(Decision {
                 ctx: some(words[0]),
                 range: some(words[1]).map(|start| (start, words[2])),
                 reason: *REASONS.get(usize::try_from(words[3]).ok()?)?,
                 skipped: cpu_set(4),
             }),
-            3 => Self::IpisSent {
+            2 => Self::IpiRound {
                 round: words[0],
                 purpose: match words[1] {
                     0 => Purpose::Flush,
                     1 => Purpose::Broadcast,
                     _ => return None,
                 },
-                targets: cpu_set(2),
+                sent: words[2],
+                targets: cpu_set(3),
             },
-            4 => Self::HandlerBegin {
+            3 => Self::Handler {
                 from: usize::try_from(words[0]).ok()?,
                 round: words[1],
-            },
-            5 => Self::HandlerEnd {
-                from: usize::try_from(words[0]).ok()?,
-                round: words[1],
+                began: words[2],
                 flushed: Flushed {
-                    full: words[2],
-                    partial: words[3],
-                    pages: words[4],
-                    trims: words[5],
+                    full: words[3],
+                    partial: words[4],
+                    pages: words[5],
+                    trims: words[6],
                 },
             },
-            6 => Self::AnswersSeen { round: words[0] },
-            7 => Self::Invlpgb(InvlpgbOperands {
+            4 => Self::Invlpgb(InvlpgbOperands {
                 rax: words[0],
                 ecx: u32::try_from(words[1]).ok()?,
                 edx: u32::try_from(words[2]).ok()?,
             }),
-            8 => Self::TlbsyncBegin,
-            9 => Self::TlbsyncEnd,
-            10 => Self::RequestEnd,
+            5 => Self::Tlbsync { began: words[0] },
+            6 => Self::Request { began: words[0] },
+            7 => Self::SwitchFlush {
+                ctx: words[0],
+                lazy: match words[1] {
+                    0 => false,
+                    1 => true,
+                    _ => return None,
+                },
+            },
             _ => return None,
         })
     }

@@ -99,9 +99,7 @@ impl Invlpgb {
         }
         // Timed only for the trace: a flush pays no clock reads otherwise.
         let started = self.trace.then(hal::time::now_ns);
-        recorder::record(Kind::TlbsyncBegin);
-        hal::tlb::tlbsync();
-        recorder::record(Kind::TlbsyncEnd);
+        recorder::tlbsync(hal::tlb::tlbsync);
         invlpgb_log::synced(started.map(|started| hal::time::now_ns().saturating_sub(started)));
     }
 }

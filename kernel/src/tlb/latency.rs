@@ -84,8 +84,9 @@ impl Timing {
         }
     }
 
-    /// Records the flush's duration in the remote or local distribution.
-    pub fn finish(self) {
+    /// Records the flush's duration in the remote or local distribution,
+    /// and returns when it started and finished (TSC), for the timeline.
+    pub fn finish(self) -> (u64, u64) {
         let now = time::ticks();
         let took = time::ticks_to_ns(now.saturating_sub(self.started));
         tlb::breakdown::request_finished(self.cpu, now);
@@ -94,6 +95,7 @@ impl Timing {
         } else {
             LOCAL.record(took);
         }
+        (self.started, now)
     }
 }
 

@@ -12,11 +12,17 @@
 //! off every hook is one relaxed load of a flag that never changes after
 //! boot.
 //!
+//! Recording must also cost the shootdown as little as it can: a span (a
+//! request, a round of IPIs, a handler, a TLBSYNC) is one event, stored
+//! when it ends with the time it began, and an event stores only the
+//! payload words it uses (slots are never reused, so the others stay 0).
+//! A flush request borrows the latency measurement's clock readings.
+//!
 //! The hooks are called where the kernel carries out `mm`'s decisions
-//! ([`super::KernelTlb`], [`super::broadcast`]): a flush request's begin and
-//! end, `mm`'s decision, each round of IPIs and its answers, each handler
-//! on its target (with what it flushed, from that CPU's `mm` counters), and
-//! each INVLPGB and TLBSYNC.
+//! ([`super::KernelTlb`], [`super::broadcast`], [`super::switch_to`]): each
+//! flush request, `mm`'s decision, each round of IPIs once answered, each
+//! handler on its target (with what it flushed, from that CPU's `mm`
+//! counters), each INVLPGB and TLBSYNC, and each switch that flushed.
 
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -27,10 +33,6 @@ use spin::Once;
 
 use crate::timeline::{Decision, Event, Flushed, Kind, PAYLOAD_WORDS, Purpose, Summary};
 
-/// How many events each CPU keeps. A two-thread `tlbtest` run of a few
-/// hundred flushes records a few thousand; longer runs keep their start.
-pub const CAPACITY: usize = 4096;
-
 /// A slot: the tag (0: not written yet), the TSC (converted to time since
 /// boot only when printed: one instruction on the hot path), the payload.
 type Slot = [AtomicU64; 2 + PAYLOAD_WORDS];
@@ -38,11 +40,17 @@ type Slot = [AtomicU64; 2 + PAYLOAD_WORDS];
 /// Whether the timeline is on (set once, at boot, before any AP runs).
 static ON: AtomicBool = AtomicBool::new(false);
 
-static BUFFERS: Once<Vec<CpuBuffer>> = Once::new();
+static BUFFERS: Once<Buffers> = Once::new();
+
+/// Every CPU's buffer, each of `capacity` slots.
+struct Buffers {
+    capacity: usize,
+    cpus: Vec<CpuBuffer>,
+}
 
 /// One CPU's events.
 struct CpuBuffer {
-    /// The next slot to claim; past [`CAPACITY`], claims are drops.
+    /// The next slot to claim; past the capacity, claims are drops.
     next: AtomicUsize,
     slots: Vec<Slot>,
     /// This CPU's IPI rounds so far (a round's number names it in the
@@ -56,25 +64,25 @@ pub struct NoRoom {
     pub bytes: usize,
 }
 
-/// Turns the timeline on for `cpu_count` CPUs. Called once by the boot CPU
-/// before any AP starts.
-pub fn start(cpu_count: usize) -> Result<(), NoRoom> {
+/// Turns the timeline on for `cpu_count` CPUs, `capacity` events each.
+/// Called once by the boot CPU before any AP starts.
+pub fn start(cpu_count: usize, capacity: usize) -> Result<(), NoRoom> {
     let no_room = |_| NoRoom {
-        bytes: cpu_count * CAPACITY * core::mem::size_of::<Slot>(),
+        bytes: cpu_count * capacity * core::mem::size_of::<Slot>(),
     };
-    let mut buffers = Vec::new();
-    buffers.try_reserve_exact(cpu_count).map_err(no_room)?;
+    let mut cpus = Vec::new();
+    cpus.try_reserve_exact(cpu_count).map_err(no_room)?;
     for _ in 0..cpu_count {
         let mut slots = Vec::new();
-        slots.try_reserve_exact(CAPACITY).map_err(no_room)?;
-        slots.extend((0..CAPACITY).map(|_| core::array::from_fn(|_| AtomicU64::new(0))));
-        buffers.push(CpuBuffer {
+        slots.try_reserve_exact(capacity).map_err(no_room)?;
+        slots.extend((0..capacity).map(|_| core::array::from_fn(|_| AtomicU64::new(0))));
+        cpus.push(CpuBuffer {
             next: AtomicUsize::new(0),
             slots,
             rounds: AtomicU64::new(0),
         });
     }
-    BUFFERS.call_once(|| buffers);
+    BUFFERS.call_once(|| Buffers { capacity, cpus });
     ON.store(true, Ordering::Relaxed);
     Ok(())
 }
@@ -86,27 +94,31 @@ pub fn on() -> bool {
 }
 
 fn buffers() -> &'static [CpuBuffer] {
-    BUFFERS.get().expect("the timeline is on only once started")
+    &BUFFERS
+        .get()
+        .expect("the timeline is on only once started")
+        .cpus
 }
 
 /// Records `kind` on this CPU, now.
 #[inline]
 pub fn record(kind: Kind) {
     if on() {
-        record_on(percpu::current().index, kind);
+        record_on(percpu::current().index, time::ticks(), kind);
     }
 }
 
-fn record_on(cpu: usize, kind: Kind) {
+/// Stores `kind`, which happened at TSC `ticks`, into `cpu`'s buffer: only
+/// the payload words it uses (the rest of a fresh slot is 0), the tag last.
+fn record_on(cpu: usize, ticks: u64, kind: Kind) {
     let buffer = &buffers()[cpu];
     let index = buffer.next.fetch_add(1, Ordering::Relaxed);
-    if index >= CAPACITY {
+    let Some(slot) = buffer.slots.get(index) else {
         return;
-    }
-    let slot = &buffer.slots[index];
-    let (tag, payload) = kind.pack();
-    slot[1].store(time::ticks(), Ordering::Relaxed);
-    for (word, value) in slot[2..].iter().zip(payload) {
+    };
+    let (tag, payload, used) = kind.pack();
+    slot[1].store(ticks, Ordering::Relaxed);
+    for (word, &value) in slot[2..].iter().zip(&payload[..used]) {
         word.store(value, Ordering::Relaxed);
     }
     // Published last: a reader that sees the tag sees the rest.
@@ -123,16 +135,61 @@ pub fn decision(event: &TraceEvent) {
     }));
 }
 
+/// Records the flush request that ran from TSC `began` to `ended` (the
+/// latency measurement's own readings: the request pays no clock read for
+/// the timeline).
+#[inline]
+pub fn request(began: u64, ended: u64) {
+    if on() {
+        record_on(percpu::current().index, ended, Kind::Request { began });
+    }
+}
+
+/// Runs `tlbsync` and records how long it waited.
+#[inline]
+pub fn tlbsync(tlbsync: impl FnOnce()) {
+    if !on() {
+        return tlbsync();
+    }
+    let began = time::ticks();
+    tlbsync();
+    record(Kind::Tlbsync { began });
+}
+
+/// Runs `switch`, a switch into address space `ctx`, and records it if it
+/// flushed this CPU's entries of `ctx` (it caught up with flushes that
+/// skipped it), saying whether the CPU came back from lazy mode.
+#[inline]
+pub fn switching(ctx: u64, switch: impl FnOnce()) {
+    if !on() {
+        return switch();
+    }
+    let me = percpu::current().index;
+    let cpu = super::system().cpu(me);
+    let flushes = || cpu.counters().switch_flushes.load(Ordering::Relaxed);
+    let lazy = cpu.is_lazy();
+    let before = flushes();
+    switch();
+    if flushes() != before {
+        record_on(me, time::ticks(), Kind::SwitchFlush { ctx, lazy });
+    }
+}
+
 /// A round of IPIs this CPU sends, as its targets' handlers name it.
 #[derive(Clone, Copy, Debug)]
 pub struct Round {
     from: usize,
     number: u64,
+    purpose: Purpose,
+    targets: CpuSet,
+    /// When the IPIs went out (TSC).
+    sent: u64,
 }
 
-/// Records that this CPU sends a round of IPIs for `purpose` to `targets`
-/// (this CPU, if among them, runs its share without an IPI) and returns the
-/// round, or `None` with the timeline off or no other target.
+/// Numbers the round of IPIs this CPU is about to send for `purpose` to
+/// `targets` (this CPU, if among them, runs its share without an IPI), or
+/// `None` with the timeline off or no other target. Nothing is recorded
+/// until every target has answered ([`Round::answered`]).
 #[inline]
 pub fn send_round(purpose: Purpose, targets: &CpuSet) -> Option<Round> {
     if !on() {
@@ -144,27 +201,34 @@ pub fn send_round(purpose: Purpose, targets: &CpuSet) -> Option<Round> {
         return None;
     }
     let number = buffers()[from].rounds.fetch_add(1, Ordering::Relaxed) + 1;
-    record_on(
+    Some(Round {
         from,
-        Kind::IpisSent {
-            round: number,
-            purpose,
-            targets: remote,
-        },
-    );
-    Some(Round { from, number })
+        number,
+        purpose,
+        targets: remote,
+        sent: time::ticks(),
+    })
 }
 
 impl Round {
-    /// Records that every target answered.
+    /// Records the round, now that every target has answered.
     pub fn answered(self) {
-        record_on(self.from, Kind::AnswersSeen { round: self.number });
+        record_on(
+            self.from,
+            time::ticks(),
+            Kind::IpiRound {
+                round: self.number,
+                purpose: self.purpose,
+                targets: self.targets,
+                sent: self.sent,
+            },
+        );
     }
 }
 
-/// Runs `handler` for `round` on this CPU, recording its begin and end with
-/// what it flushed, if the round is recorded (and just runs it if not, or
-/// if this is the sender running its own share).
+/// Runs `handler` for `round` on this CPU and records it with what it
+/// flushed, if the round is recorded (and just runs it if not, or if this
+/// is the sender running its own share).
 #[inline]
 pub fn handling(round: Option<Round>, handler: impl FnOnce()) {
     // Off (`None`), a handler pays for nothing but this match.
@@ -176,21 +240,17 @@ pub fn handling(round: Option<Round>, handler: impl FnOnce()) {
         // The sender's own share, inside its request: not a handler.
         return handler();
     }
-    record_on(
-        me,
-        Kind::HandlerBegin {
-            from: round.from,
-            round: round.number,
-        },
-    );
+    let began = time::ticks();
     let before = flush_counts(me);
     handler();
     let after = flush_counts(me);
     record_on(
         me,
-        Kind::HandlerEnd {
+        time::ticks(),
+        Kind::Handler {
             from: round.from,
             round: round.number,
+            began,
             flushed: Flushed {
                 full: after.full.saturating_sub(before.full),
                 partial: after.partial.saturating_sub(before.partial),
@@ -225,15 +285,16 @@ pub fn print_all() {
     let (now_ticks, now_ns) = (time::ticks(), time::now_ns());
     let ns_of =
         |ticks: u64| now_ns.saturating_sub(time::ticks_to_ns(now_ticks.saturating_sub(ticks)));
+    let capacity = BUFFERS.get().map_or(0, |buffers| buffers.capacity);
     let mut summary = Summary {
         cpus: buffers().len(),
-        capacity: CAPACITY,
+        capacity,
         recorded: 0,
         dropped: 0,
     };
     for (cpu, buffer) in buffers().iter().enumerate() {
         let claimed = buffer.next.load(Ordering::Relaxed);
-        summary.dropped += claimed.saturating_sub(CAPACITY) as u64;
+        summary.dropped += claimed.saturating_sub(capacity) as u64;
         for slot in buffer.slots.iter().take(claimed) {
             let tag = slot[0].load(Ordering::Acquire);
             let payload: [u64; PAYLOAD_WORDS] =
@@ -244,6 +305,7 @@ pub fn print_all() {
                 continue;
             };
             let ns = ns_of(slot[1].load(Ordering::Relaxed));
+            let kind = kind.map_times(ns_of);
             hal::println!("{}", Event { cpu, ns, kind });
             summary.recorded += 1;
         }

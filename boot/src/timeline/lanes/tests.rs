@@ -8,18 +8,14 @@ fn events(lines: &[&str]) -> Vec<Event> {
 }
 
 /// CPU 0 flushes one page of address space 2 with IPIs to CPUs 1 and 2;
-/// CPU 3 was lazy and skipped. CPU 2's lines come first (the kernel prints
+/// CPU 3 was lazy and skipped. CPU 2's line comes first (the kernel prints
 /// CPU by CPU; any order must do).
 pub(in crate::timeline) const TWO_TARGETS: &[&str] = &[
-    "timeline: cpu=2 ns=1300 handler-begin from=0 round=1",
-    "timeline: cpu=2 ns=1700 handler-end from=0 round=1 full=0 partial=1 pages=1 trims=0",
-    "timeline: cpu=0 ns=1000 request-begin",
-    "timeline: cpu=0 ns=1100 ipis-sent round=1 for=flush targets=1,2",
-    "timeline: cpu=0 ns=1900 answers-seen round=1",
-    "timeline: cpu=0 ns=1950 decision ctx=2 range=0x1000..0x2000 reason=Ipi skipped=3",
-    "timeline: cpu=0 ns=2000 request-end",
-    "timeline: cpu=1 ns=1200 handler-begin from=0 round=1",
-    "timeline: cpu=1 ns=1600 handler-end from=0 round=1 full=1 partial=0 pages=0 trims=0",
+    "timeline: cpu=2 ns=1700 handler from=0 round=1 began=1300 full=0 partial=1 pages=1 trims=0",
+    "timeline: cpu=0 ns=1050 decision ctx=2 range=0x1000..0x2000 reason=Ipi skipped=3",
+    "timeline: cpu=0 ns=1900 ipi-round round=1 for=flush targets=1,2 sent=1100",
+    "timeline: cpu=0 ns=2000 request began=1000",
+    "timeline: cpu=1 ns=1600 handler from=0 round=1 began=1200 full=1 partial=0 pages=0 trims=0",
 ];
 
 #[test]
@@ -27,6 +23,18 @@ fn a_shootdown_becomes_slices_and_one_arrow_per_target() {
     let lanes = Lanes::from_events(&events(TWO_TARGETS));
     assert_eq!(lanes.cpus, 3);
     assert_eq!(lanes.unmatched, 0);
+    // CPU 3, skipped, is marked on its lane, though it recorded nothing.
+    assert_eq!(
+        lanes.instants,
+        [Instant {
+            cpu: 3,
+            ns: 1050,
+            what: InstantKind::Skipped {
+                by: 0,
+                ctx: Some(2)
+            }
+        }]
+    );
     let arrows: Vec<_> = lanes
         .arrows
         .iter()
@@ -72,33 +80,30 @@ fn a_shootdown_becomes_slices_and_one_arrow_per_target() {
 }
 
 #[test]
-fn events_whose_partner_was_dropped_are_counted_not_drawn() {
+fn a_handler_whose_round_was_dropped_is_drawn_without_its_arrow() {
+    // The sender's buffer was full when its round was answered.
     let lines = [
-        // The end of a request whose begin did not fit.
-        "timeline: cpu=0 ns=10 request-end",
-        // A handler for a round whose sender's buffer was full.
-        "timeline: cpu=1 ns=20 handler-begin from=0 round=9",
-        "timeline: cpu=1 ns=30 handler-end from=0 round=9 full=1 partial=0 pages=0 trims=0",
-        // A TLBSYNC that never ended in the buffer.
-        "timeline: cpu=1 ns=40 tlbsync-begin",
+        "timeline: cpu=1 ns=30 handler from=0 round=9 began=20 full=1 partial=0 pages=0 trims=0",
+        "timeline: cpu=0 ns=40 request began=10",
     ];
     let lanes = Lanes::from_events(&events(&lines));
     assert!(lanes.arrows.is_empty());
-    // The unmatched end, the arrow without a round, the open TLBSYNC.
-    assert_eq!(lanes.unmatched, 3);
-    assert_eq!(lanes.slices.len(), 1, "the handler itself is whole");
+    assert_eq!(lanes.unmatched, 1);
+    assert_eq!(
+        lanes.slices.len(),
+        2,
+        "the handler and the request are whole"
+    );
 }
 
 #[test]
 fn a_decision_outside_a_request_is_an_instant_and_invlpgb_too() {
     let lines = [
         "timeline: cpu=0 ns=5 decision ctx=4 range=all reason=Promotion skipped=-",
-        "timeline: cpu=0 ns=6 request-begin",
         "timeline: cpu=0 ns=7 invlpgb rax=0x100000001007 ecx=0x0 edx=0x10000",
-        "timeline: cpu=0 ns=8 tlbsync-begin",
-        "timeline: cpu=0 ns=9 tlbsync-end",
+        "timeline: cpu=0 ns=9 tlbsync began=8",
         "timeline: cpu=0 ns=10 decision ctx=4 range=0x100000001000..0x100000002000 reason=Broadcast skipped=-",
-        "timeline: cpu=0 ns=11 request-end",
+        "timeline: cpu=0 ns=11 request began=6",
     ];
     let lanes = Lanes::from_events(&events(&lines));
     assert_eq!(lanes.instants.len(), 2);
@@ -119,6 +124,7 @@ fn a_window_keeps_what_overlaps_it() {
     let early = lanes.window(0, 1050);
     assert_eq!(early.arrows.len(), 0, "the IPIs go out at 1100");
     assert_eq!(early.slices.len(), 1, "only the request has begun");
+    assert_eq!(early.instants.len(), 1, "CPU 3 was skipped at 1050");
     let sending = lanes.window(1150, 1150);
     assert_eq!(sending.arrows.len(), 2, "both IPIs are on their way");
     assert_eq!(sending.slices.len(), 2, "the request and the wait");
@@ -132,14 +138,12 @@ fn a_request_is_named_by_its_last_decision_and_a_promotion_stays_an_instant() {
     // is reported first, the broadcast (the request's own decision) last;
     // then the next request promotes another address space.
     let lines = [
-        "timeline: cpu=0 ns=1 request-begin",
         "timeline: cpu=0 ns=2 decision ctx=2 range=0x1000..0x2000 reason=Ipi skipped=-",
         "timeline: cpu=0 ns=3 decision ctx=2 range=0x1000..0x2000 reason=Broadcast skipped=-",
-        "timeline: cpu=0 ns=4 request-end",
-        "timeline: cpu=0 ns=5 request-begin",
+        "timeline: cpu=0 ns=4 request began=1",
         "timeline: cpu=0 ns=6 decision ctx=3 range=0x1000..0x2000 reason=Ipi skipped=-",
         "timeline: cpu=0 ns=7 decision ctx=3 range=all reason=Promotion skipped=-",
-        "timeline: cpu=0 ns=8 request-end",
+        "timeline: cpu=0 ns=8 request began=5",
     ];
     let lanes = Lanes::from_events(&events(&lines));
     let reasons: Vec<_> = lanes
@@ -163,4 +167,42 @@ fn a_request_is_named_by_its_last_decision_and_a_promotion_stays_an_instant() {
         instants,
         [(2, TraceReason::Ipi), (7, TraceReason::Promotion)]
     );
+}
+
+#[test]
+fn a_decision_names_the_innermost_request_it_falls_in() {
+    // A request preempted by another on the same CPU: the inner one's
+    // decision is its own, the outer one's comes after the inner ended.
+    let lines = [
+        "timeline: cpu=0 ns=30 decision ctx=3 range=all reason=LocalOnly skipped=-",
+        "timeline: cpu=0 ns=40 request began=20",
+        "timeline: cpu=0 ns=50 decision ctx=2 range=all reason=Ipi skipped=-",
+        "timeline: cpu=0 ns=60 request began=10",
+    ];
+    let lanes = Lanes::from_events(&events(&lines));
+    let requests: Vec<_> = lanes
+        .slices
+        .iter()
+        .map(|slice| match &slice.what {
+            SliceKind::Request(Some(decision)) => (slice.begin_ns, slice.end_ns, decision.ctx),
+            other => panic!("only named requests here: {other:?}"),
+        })
+        .collect();
+    assert_eq!(requests, [(10, 60, Some(2)), (20, 40, Some(3))]);
+    assert!(lanes.instants.is_empty());
+}
+
+#[test]
+fn a_switch_that_flushed_is_a_mark_on_its_lane() {
+    let lines = ["timeline: cpu=1 ns=70 switch-flush ctx=2 lazy=yes"];
+    let lanes = Lanes::from_events(&events(&lines));
+    assert_eq!(
+        lanes.instants,
+        [Instant {
+            cpu: 1,
+            ns: 70,
+            what: InstantKind::SwitchFlush { ctx: 2, lazy: true }
+        }]
+    );
+    assert!(lanes.shootdowns().is_empty(), "a switch is no shootdown");
 }
