@@ -11,7 +11,7 @@
 //! |----------------|---------------|---------------------------------|-----------------------------------------------------------|
 //! | `decision`     | the initiator | `mm` decides                    | address space, range, reason, CPUs skipped                |
 //! | `ipi-round`    | the initiator | every target of the round has answered | round `round` went out `sent` to `targets`, `for` a flush or a broadcast |
-//! | `handler`      | each target   | its handler returns             | it `began` for `from`'s round, and what it flushed (full, pages, trims) |
+//! | `handler`      | each target   | its handler returns             | it `began` for `from`'s round, and what it flushed (full, pages, trims, lazy leaves) |
 //! | `invlpgb`      | the initiator | it issues one                   | the INVLPGB's operands                                    |
 //! | `tlbsync`      | the initiator | TLBSYNC completes               | it `began` waiting for this CPU's INVLPGBs                |
 //! | `request`      | the initiator | the flush request returns       | it `began` (`tlb::flush_range` and friends)               |
@@ -27,7 +27,7 @@
 //! (`cargo run -- --timeline DIR`):
 //!
 //! ```text
-//! timeline: cpu=1 ns=81237120 handler from=0 round=3 began=81236012 full=0 partial=1 pages=1 trims=0
+//! timeline: cpu=1 ns=81237120 handler from=0 round=3 began=81236012 full=0 partial=1 pages=1 trims=0 lazy_leaves=0
 //! timeline: cpu=0 ns=81238003 ipi-round round=3 for=flush targets=1,2 sent=81234567
 //! timeline-end: cpus=4 capacity=4096 recorded=9120 dropped=0
 //! ```
@@ -202,6 +202,9 @@ pub struct Flushed {
     pub pages: u64,
     /// Times the CPU left the address space's CPU set (it no longer runs it).
     pub trims: u64,
+    /// Times the CPU, lazy, left the address space for the kernel's (a
+    /// flush that frees page tables reaches lazy CPUs this way).
+    pub lazy_leaves: u64,
 }
 
 /// Every reason, with its name on the line (its `Debug` form) and its

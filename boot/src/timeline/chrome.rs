@@ -101,9 +101,12 @@ pub(super) fn plural(count: u64) -> &'static str {
     if count == 1 { "" } else { "s" }
 }
 
-/// "full flush", "2 pages", "left the CPU set" or "nothing to flush".
+/// "left lazy mode", "full flush", "2 pages", "left the CPU set" or
+/// "nothing to flush".
 fn what_was_flushed(flushed: &Flushed) -> String {
-    if flushed.full > 0 {
+    if flushed.lazy_leaves > 0 {
+        "left lazy mode for the kernel's tables".to_string()
+    } else if flushed.full > 0 {
         "full flush".to_string()
     } else if flushed.pages > 0 {
         format!("{} page{}", flushed.pages, plural(flushed.pages))
@@ -143,6 +146,7 @@ fn slice(slice: &Slice) -> Value {
                 "from_cpu": from, "round": round,
                 "full_flushes": flushed.full, "partial_flushes": flushed.partial,
                 "pages_invalidated": flushed.pages, "left_cpu_set": flushed.trims,
+                "left_lazy_mode": flushed.lazy_leaves,
             }),
         ),
         SliceKind::Tlbsync => ("tlbsync", json!({})),

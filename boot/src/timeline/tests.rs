@@ -126,7 +126,7 @@ fn the_typical_shootdown_is_the_one_of_median_length() {
             begin + 10
         ));
         lines.push(format!(
-            "timeline: cpu=1 ns={} handler from=0 round={round} began={} full=0 partial=1 pages=1 trims=0",
+            "timeline: cpu=1 ns={} handler from=0 round={round} began={} full=0 partial=1 pages=1 trims=0 lazy_leaves=0",
             begin + 30,
             begin + 20
         ));
@@ -214,7 +214,7 @@ fn a_run_of_shootdowns_fills_the_window() {
     );
     lines.insert(
         1,
-        "timeline: cpu=1 ns=850 handler from=0 round=7 began=820 full=1 partial=0 pages=0 trims=0",
+        "timeline: cpu=1 ns=850 handler from=0 round=7 began=820 full=1 partial=0 pages=0 trims=0 lazy_leaves=0",
     );
     let written = write(
         &dir,

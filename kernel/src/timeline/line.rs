@@ -101,8 +101,9 @@ impl fmt::Display for Event {
                 flushed,
             } => write!(
                 f,
-                " from={from} round={round} began={began} full={} partial={} pages={} trims={}",
-                flushed.full, flushed.partial, flushed.pages, flushed.trims
+                " from={from} round={round} began={began} full={} partial={} pages={} trims={} \
+                 lazy_leaves={}",
+                flushed.full, flushed.partial, flushed.pages, flushed.trims, flushed.lazy_leaves
             ),
             Kind::Invlpgb(operands) => write!(
                 f,
@@ -217,6 +218,7 @@ impl Event {
                     partial: fields.number("partial")?,
                     pages: fields.number("pages")?,
                     trims: fields.number("trims")?,
+                    lazy_leaves: fields.number("lazy_leaves")?,
                 },
             },
             "invlpgb" => Kind::Invlpgb(InvlpgbOperands {

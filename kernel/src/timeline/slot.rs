@@ -77,7 +77,7 @@ impl Kind {
                 began,
                 flushed,
             } => {
-                words[..7].copy_from_slice(&[
+                words.copy_from_slice(&[
                     from as u64,
                     round,
                     began,
@@ -85,8 +85,9 @@ impl Kind {
                     flushed.partial,
                     flushed.pages,
                     flushed.trims,
+                    flushed.lazy_leaves,
                 ]);
-                7
+                PAYLOAD_WORDS
             }
             Self::Invlpgb(operands) => {
                 words[..3].copy_from_slice(&[
@@ -144,6 +145,7 @@ impl Kind {
                     partial: words[4],
                     pages: words[5],
                     trims: words[6],
+                    lazy_leaves: words[7],
                 },
             },
             4 => Self::Invlpgb(InvlpgbOperands {

@@ -41,6 +41,7 @@ fn one_of_each() -> Vec<Kind> {
                 partial: 2,
                 pages: 3,
                 trims: 4,
+                lazy_leaves: 5,
             },
         },
         Kind::Invlpgb(InvlpgbOperands {
@@ -163,7 +164,7 @@ fn the_lines_read_as_the_module_docs_show() {
     };
     assert_eq!(
         handler.to_string(),
-        "timeline: cpu=1 ns=81237120 handler from=0 round=3 began=81236012 full=0 partial=1 pages=1 trims=0"
+        "timeline: cpu=1 ns=81237120 handler from=0 round=3 began=81236012 full=0 partial=1 pages=1 trims=0 lazy_leaves=0"
     );
     let round = Event {
         cpu: 0,

@@ -242,8 +242,10 @@ pub fn handling(round: Option<Round>, handler: impl FnOnce()) {
     }
     let began = time::ticks();
     let before = flush_counts(me);
+    let was_lazy = super::system().cpu(me).is_lazy();
     handler();
     let after = flush_counts(me);
+    let left_lazy = was_lazy && !super::system().cpu(me).is_lazy();
     record_on(
         me,
         time::ticks(),
@@ -256,6 +258,7 @@ pub fn handling(round: Option<Round>, handler: impl FnOnce()) {
                 partial: after.partial.saturating_sub(before.partial),
                 pages: after.pages.saturating_sub(before.pages),
                 trims: after.trims.saturating_sub(before.trims),
+                lazy_leaves: u64::from(left_lazy),
             },
         },
     );
@@ -263,7 +266,7 @@ pub fn handling(round: Option<Round>, handler: impl FnOnce()) {
 
 /// The four counters of `cpu` that say what a handler did, so far. (Only
 /// these: a whole snapshot reads all of them, which a handler would pay for
-/// twice.)
+/// twice.) A lazy leave is no counter: the handler compares `is_lazy`.
 fn flush_counts(cpu: usize) -> Flushed {
     let counters = super::system().cpu(cpu).counters();
     Flushed {
@@ -271,6 +274,7 @@ fn flush_counts(cpu: usize) -> Flushed {
         partial: counters.local_partial_flushes.load(Ordering::Relaxed),
         pages: counters.pages_invalidated.load(Ordering::Relaxed),
         trims: counters.cpu_set_trims.load(Ordering::Relaxed),
+        lazy_leaves: 0,
     }
 }
 

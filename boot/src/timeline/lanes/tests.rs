@@ -11,11 +11,11 @@ fn events(lines: &[&str]) -> Vec<Event> {
 /// CPU 3 was lazy and skipped. CPU 2's line comes first (the kernel prints
 /// CPU by CPU; any order must do).
 pub(in crate::timeline) const TWO_TARGETS: &[&str] = &[
-    "timeline: cpu=2 ns=1700 handler from=0 round=1 began=1300 full=0 partial=1 pages=1 trims=0",
+    "timeline: cpu=2 ns=1700 handler from=0 round=1 began=1300 full=0 partial=1 pages=1 trims=0 lazy_leaves=0",
     "timeline: cpu=0 ns=1050 decision ctx=2 range=0x1000..0x2000 reason=Ipi skipped=3",
     "timeline: cpu=0 ns=1900 ipi-round round=1 for=flush targets=1,2 sent=1100",
     "timeline: cpu=0 ns=2000 request began=1000",
-    "timeline: cpu=1 ns=1600 handler from=0 round=1 began=1200 full=1 partial=0 pages=0 trims=0",
+    "timeline: cpu=1 ns=1600 handler from=0 round=1 began=1200 full=1 partial=0 pages=0 trims=0 lazy_leaves=0",
 ];
 
 #[test]
@@ -83,7 +83,7 @@ fn a_shootdown_becomes_slices_and_one_arrow_per_target() {
 fn a_handler_whose_round_was_dropped_is_drawn_without_its_arrow() {
     // The sender's buffer was full when its round was answered.
     let lines = [
-        "timeline: cpu=1 ns=30 handler from=0 round=9 began=20 full=1 partial=0 pages=0 trims=0",
+        "timeline: cpu=1 ns=30 handler from=0 round=9 began=20 full=1 partial=0 pages=0 trims=0 lazy_leaves=0",
         "timeline: cpu=0 ns=40 request began=10",
     ];
     let lanes = Lanes::from_events(&events(&lines));
