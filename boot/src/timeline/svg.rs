@@ -303,8 +303,8 @@ impl Canvas {
                 x += 32.0 + name.len() as f64 * CHAR_WIDTH + 22.0;
             }
         }
-        // The marks on a line of their own.
-        let y = y + 24.0;
+        // The marks on a line of their own, if there was an arrow's.
+        let y = if lanes.arrows.is_empty() { y } else { y + 24.0 };
         let mut x = LEFT;
         let mut marks: Vec<_> = lanes
             .instants

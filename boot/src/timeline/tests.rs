@@ -175,30 +175,33 @@ fn the_promotion_window_finds_the_shootdown_that_promoted() {
 }
 
 #[test]
-fn the_lazy_window_runs_from_the_last_skip_to_the_switch_that_caught_up() {
+fn the_lazy_window_runs_from_the_first_skip_to_the_switch_that_caught_up() {
     let dir = scratch("lazy");
     assert!(matches!(
         write(&dir, output(), &run(), &Window::Lazy),
         Err(TimelineError::NoCatchUp)
     ));
-    // Two requests of CPU 0 skip CPU 1, which then switches back in.
+    // CPU 1 switches in (at 50, nothing skipped it before), then two
+    // requests of CPU 0 skip it, and it switches back in from lazy mode.
     let lines = [
-        "timeline: cpu=0 ns=150 decision ctx=2 range=0x1000..0x2000 reason=LocalOnly skipped=1",
-        "timeline: cpu=0 ns=200 request began=100",
+        "timeline: cpu=0 ns=30 request began=10",
+        "timeline: cpu=1 ns=50 switch-flush ctx=2 lazy=no",
+        "timeline: cpu=0 ns=1150 decision ctx=2 range=0x1000..0x2000 reason=LocalOnly skipped=1",
+        "timeline: cpu=0 ns=1200 request began=1100",
         "timeline: cpu=0 ns=5150 decision ctx=2 range=0x1000..0x2000 reason=LocalOnly skipped=1",
         "timeline: cpu=0 ns=5200 request began=5100",
         "timeline: cpu=1 ns=9000 switch-flush ctx=2 lazy=yes",
-        "timeline-end: cpus=2 capacity=4096 recorded=5 dropped=0",
+        "timeline-end: cpus=2 capacity=4096 recorded=7 dropped=0",
     ];
     write(&dir, lines, &run(), &Window::Lazy).expect("written");
     let svg = fs::read_to_string(dir.join("timeline.svg")).unwrap();
     assert!(
-        svg.contains("CPU 1 skipped by CPU 0's flush, then back from lazy mode and flushing"),
+        svg.contains("CPU 1 skipped by 2 flushes, then back from lazy mode and flushing"),
         "{svg}"
     );
-    // From the second request (5100), less a tenth of 3900, on.
-    assert!(svg.contains("microseconds from 4.7 us after boot"), "{svg}");
-    assert_eq!(svg.matches("<title>skipped by CPU 0").count(), 1, "{svg}");
+    // From the first of the two requests (1100), less a tenth of 7900.
+    assert!(svg.contains("microseconds from 0.3 us after boot"), "{svg}");
+    assert_eq!(svg.matches("<title>skipped by CPU 0").count(), 2, "{svg}");
     assert!(svg.contains("<title>back from lazy mode in address space 2: flush</title>"));
     let _ = fs::remove_dir_all(&dir);
 }

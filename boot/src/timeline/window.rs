@@ -7,7 +7,7 @@
 use super::{
     TimelineError,
     chrome::{plural, slice_name},
-    lanes::{InstantKind, Lanes, Slice, SliceKind},
+    lanes::{Instant, InstantKind, Lanes, Slice, SliceKind},
 };
 use kernel::timeline::TraceReason;
 
@@ -170,38 +170,48 @@ fn median_shootdown(shootdowns: &[&Slice]) -> Option<usize> {
 }
 
 /// The first switch that flushed on a CPU that requests had skipped
-/// before: from the request of the last skip before it, through the
-/// switch, and its title.
+/// since it last caught up: from the request of the first of those skips,
+/// through the switch, and its title.
 fn lazy_span(lanes: &Lanes) -> Option<(u64, u64, String)> {
-    let skips = |cpu: usize| {
-        lanes.instants.iter().filter(move |instant| {
-            instant.cpu == cpu && matches!(instant.what, InstantKind::Skipped { .. })
-        })
+    let on = |cpu: usize| {
+        lanes
+            .instants
+            .iter()
+            .filter(move |instant| instant.cpu == cpu)
     };
-    let (switch, skip) = lanes.instants.iter().find_map(|switch| {
-        let InstantKind::SwitchFlush { .. } = switch.what else {
-            return None;
-        };
-        let skip = skips(switch.cpu).rfind(|skip| skip.ns < switch.ns)?;
-        Some((switch, skip))
+    let is_skip = |instant: &&Instant| matches!(instant.what, InstantKind::Skipped { .. });
+    let is_switch = |instant: &&Instant| matches!(instant.what, InstantKind::SwitchFlush { .. });
+    let (switch, skips) = lanes.instants.iter().filter(is_switch).find_map(|switch| {
+        let since = on(switch.cpu)
+            .filter(is_switch)
+            .map(|earlier| earlier.ns)
+            .filter(|&ns| ns < switch.ns)
+            .max()
+            .unwrap_or(0);
+        let skips: Vec<&Instant> = on(switch.cpu)
+            .filter(is_skip)
+            .filter(|skip| (since..switch.ns).contains(&skip.ns))
+            .collect();
+        (!skips.is_empty()).then_some((switch, skips))
     })?;
-    let InstantKind::Skipped { by, .. } = skip.what else {
-        unreachable!("skips() keeps skips");
+    let first = skips[0];
+    let InstantKind::Skipped { by, .. } = first.what else {
+        unreachable!("only skips were kept");
     };
     // The request that skipped, on the CPU that made it.
     let begin = lanes
         .slices
         .iter()
         .filter(|slice| slice.cpu == by && matches!(slice.what, SliceKind::Request(_)))
-        .filter(|request| (request.begin_ns..=request.end_ns).contains(&skip.ns))
-        .map(|request| request.begin_ns)
-        .next()
-        .unwrap_or(skip.ns);
+        .find(|request| (request.begin_ns..=request.end_ns).contains(&first.ns))
+        .map_or(first.ns, |request| request.begin_ns);
     let (from, to) = with_margin(begin, switch.ns);
     let lazy = matches!(switch.what, InstantKind::SwitchFlush { lazy: true, .. });
     let title = format!(
-        "CPU {} skipped by CPU {by}'s flush, then {} and flushing",
+        "CPU {} skipped by {} flush{}, then {} and flushing",
         switch.cpu,
+        skips.len(),
+        if skips.len() == 1 { "" } else { "es" },
         if lazy {
             "back from lazy mode"
         } else {
