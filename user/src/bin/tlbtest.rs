@@ -15,9 +15,10 @@
 //!   idles in lazy TLB mode with this address space still loaded. Ordinary
 //!   flushes must not interrupt it; a `munmap` that frees page tables must;
 //!   and when the thread wakes it must see the page's new contents.
-//! - `tlbtest pair`: two child processes at once, each with threads on two
-//!   CPUs (`promote 2 200` on CPUs 0-1 and 2-3). With `tlb.promote=2
-//!   tlb.asids=1` both want the only global ASID: one falls back to IPIs.
+//! - `tlbtest pair`: two child processes (forked) at once, each with
+//!   threads on two CPUs (`promote 2 200` on CPUs 0-1 and 2-3), which start
+//!   flushing together and exit together. With `tlb.promote=2 tlb.asids=1`
+//!   both want the only global ASID: one falls back to IPIs.
 //! - `tlbtest many <n>`: `n` child processes at once, more than a CPU's six
 //!   dynamic ASID slots.
 //!
@@ -53,7 +54,7 @@ fn main(args: &str) -> i32 {
         "promote" => promote(first as usize, second, third),
         "pageout" => pageout(first, second as usize),
         "lazy" => lazy(),
-        "pair" => children(&["promote 2 200 0", "promote 2 200 2"]),
+        "pair" => pair(),
         "many" => {
             children(&["promote 1 50 0"; MAX_CHILDREN][..(first as usize).clamp(1, MAX_CHILDREN)])
         }
@@ -95,6 +96,17 @@ fn discard(page: *mut u8) -> Result<(), &'static str> {
 }
 
 fn promote(cpus: usize, flushes: u64, first_cpu: usize) -> Result<(), &'static str> {
+    promote_meeting(cpus, flushes, first_cpu, None)
+}
+
+/// [`promote`], meeting the other processes of `meeting` once its threads
+/// run and again once its flushes are done, before it lets them go.
+fn promote_meeting(
+    cpus: usize,
+    flushes: u64,
+    first_cpu: usize,
+    meeting: Option<&Meeting>,
+) -> Result<(), &'static str> {
     if !(1..=MAX_CPUS).contains(&cpus) || first_cpu + cpus > MAX_CPUS {
         return Err("promote: cpus must be 1..=32 and fit after first-cpu");
     }
@@ -102,6 +114,9 @@ fn promote(cpus: usize, flushes: u64, first_cpu: usize) -> Result<(), &'static s
     let shared = map(1)?;
     let scratch = map(1)?;
     let busy = start_busy(first_cpu + 1..first_cpu + cpus, shared as u64)?;
+    if let Some(meeting) = meeting {
+        meeting.meet(Meeting::RUNNING)?;
+    }
     let start = TlbCounters::read().map_err(|_| "tlb_stats failed")?;
     for _ in 0..WARM_UP_FLUSHES {
         discard(scratch)?;
@@ -111,6 +126,9 @@ fn promote(cpus: usize, flushes: u64, first_cpu: usize) -> Result<(), &'static s
         discard(scratch)?;
     }
     let end = TlbCounters::read().map_err(|_| "tlb_stats failed")?;
+    if let Some(meeting) = meeting {
+        meeting.meet(Meeting::FLUSHED)?;
+    }
     busy.stop();
     let promoted = end.since(&start).get("promotions") > 0;
     let measured = end.since(&warm);
@@ -164,6 +182,80 @@ fn pageout(pages: u64, busy_cpus: usize) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// Where the children of [`pair`] wait for each other: a count per step, on
+/// a page they share.
+struct Meeting {
+    arrived: [AtomicU64; 2],
+}
+
+impl Meeting {
+    /// Every child's threads run.
+    const RUNNING: usize = 0;
+    /// Every child has done its flushes (and still runs: its address space,
+    /// and a global ASID it holds, live on).
+    const FLUSHED: usize = 1;
+    const CHILDREN: u64 = 2;
+
+    /// Counts this child in at `step` and waits for the other: five minutes
+    /// of the kernel's clock at most, far more than a busy host delays a
+    /// child that is alive (so past it, the other failed).
+    fn meet(&self, step: usize) -> Result<(), &'static str> {
+        self.arrived[step].fetch_add(1, Ordering::AcqRel);
+        let give_up = sys::clock().unwrap_or(0) + 300_000_000_000;
+        while self.arrived[step].load(Ordering::Acquire) < Self::CHILDREN {
+            if sys::clock().unwrap_or(0) > give_up {
+                return Err("pair: the other child never came");
+            }
+            let _ = sys::sleep(1_000_000);
+        }
+        Ok(())
+    }
+}
+
+/// Two processes at once, each with threads on two CPUs (`promote 2 200`
+/// on CPUs 0-1 and 2-3), that start flushing together and stay until both
+/// are done: with `tlb.promote=2 tlb.asids=1` one holds the only global
+/// ASID while the other asks for it, however the host schedules them.
+fn pair() -> Result<(), &'static str> {
+    let page = sys::mmap_shared(PAGE_SIZE as usize, Prot::READ | Prot::WRITE)
+        .map_err(|_| "pair: mmap failed")?;
+    // SAFETY: a fresh, zeroed, page-aligned shared page, as big as a
+    // `Meeting` needs, used as nothing else.
+    let meeting: &Meeting = unsafe { &*page.cast::<Meeting>() };
+    let mut pids = [0; 2];
+    for (pid, first_cpu) in pids.iter_mut().zip([0, 2]) {
+        // SAFETY: this process has one thread, the caller.
+        match unsafe { sys::fork() } {
+            Ok(0) => {
+                let outcome = promote_meeting(2, 200, first_cpu, Some(meeting));
+                if let Err(why) = outcome {
+                    println!("tlbtest: {why}");
+                }
+                sys::exit(i32::from(outcome.is_err()));
+            }
+            Ok(child) => *pid = child,
+            Err(_) => return Err("pair: fork failed"),
+        }
+    }
+    wait_for(&pids)
+}
+
+/// Waits for the children `pids`; fails if any failed.
+fn wait_for(pids: &[u64]) -> Result<(), &'static str> {
+    let mut failed = 0;
+    for pid in pids {
+        if sys::wait(*pid) != Ok(0) {
+            failed += 1;
+        }
+    }
+    println!("tlbtest children: started={} failed={failed}", pids.len());
+    if failed == 0 {
+        Ok(())
+    } else {
+        Err("a child failed")
+    }
+}
+
 /// Runs `tlbtest` with each of `args` as a child process, all at once, and
 /// waits for them; fails if any child fails.
 fn children(args: &[&str]) -> Result<(), &'static str> {
@@ -171,18 +263,27 @@ fn children(args: &[&str]) -> Result<(), &'static str> {
     for (pid, args) in pids.iter_mut().zip(args) {
         *pid = sys::spawn("tlbtest", args).map_err(|_| "cannot spawn a child")?;
     }
-    let mut failed = 0;
-    for pid in &pids[..args.len()] {
-        if sys::wait(*pid) != Ok(0) {
-            failed += 1;
+    wait_for(&pids[..args.len()])
+}
+
+/// Returns once CPU 1 is lazy: the sleeper has blocked in its join (one
+/// system call after it set `BLOCKING`), and CPU 1 idles with the address
+/// space loaded. The kernel's own evidence says so: a discard of `scratch`
+/// then sends no IPI. (A fixed wait is not enough: a host that does not run
+/// CPU 1's virtual CPU for a while outlasts any.) Each probe that still
+/// sent one is followed by a millisecond's sleep; after ten thousand, the
+/// test fails.
+fn wait_until_lazy(scratch: *mut u8) -> Result<(), &'static str> {
+    for _ in 0..10_000 {
+        let before = TlbCounters::read().map_err(|_| "tlb_stats failed")?;
+        discard(scratch)?;
+        let after = TlbCounters::read().map_err(|_| "tlb_stats failed")?;
+        if after.since(&before).get("ipis_sent") == 0 {
+            return Ok(());
         }
+        let _ = sys::sleep(1_000_000);
     }
-    println!("tlbtest children: started={} failed={failed}", args.len());
-    if failed == 0 {
-        Ok(())
-    } else {
-        Err("a child failed")
-    }
+    Err("lazy: CPU 1 never went lazy (every probe discard sent it an IPI)")
 }
 
 /// Lazy TLB: a thread blocked on CPU 1 leaves that CPU lazy in this address
@@ -235,8 +336,7 @@ fn lazy() -> Result<(), &'static str> {
     while !BLOCKING.load(Ordering::Acquire) {
         let _ = sys::sleep(1_000_000);
     }
-    // From `BLOCKING` to the join blocking is one system call entry.
-    let _ = sys::sleep(50_000_000);
+    wait_until_lazy(scratch)?;
 
     let start = TlbCounters::read().map_err(|_| "tlb_stats failed")?;
     for _ in 0..50 {
