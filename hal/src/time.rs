@@ -35,6 +35,11 @@ pub fn init() -> Result<u64, tsc::CalibrationFailed> {
         .tsc_hz)
 }
 
+/// The TSC's rate, in Hz, as [`init`] measured it.
+pub fn tsc_hz() -> u64 {
+    clock().tsc_hz
+}
+
 fn clock() -> &'static Clock {
     CLOCK
         .get()

@@ -2,8 +2,10 @@
 //! once.
 //!
 //! The APIC timer counts down at a rate the architecture does not specify,
-//! so the boot CPU lets it run for 10 ms of TSC time and counts. Every CPU
-//! then programs the same period.
+//! so the boot CPU lets it run for 10 ms of TSC time and counts, in several
+//! windows whose edges are bracketed by TSC reads, as the TSC's own
+//! calibration does ([`crate::tsc`]): the median of the prompt ones. Every
+//! CPU then programs the same period.
 //!
 //! The scheduler wants [`TICK_HZ`] ticks a second. The kernel's sampling
 //! profiler wants more interrupts than that (a thousand or more a second),
@@ -18,7 +20,9 @@ use core::{
 
 use spin::Once;
 
-use crate::{apic::LocalApic, time, vectors};
+use core::convert::Infallible;
+
+use crate::{apic::LocalApic, time, tsc, vectors};
 
 /// Scheduler ticks per second on every CPU.
 pub const TICK_HZ: u64 = 100;
@@ -35,11 +39,30 @@ static PERIOD: AtomicU32 = AtomicU32::new(0);
 /// Measures the APIC timer rate on this (the boot) CPU. Returns counts per
 /// second.
 pub fn calibrate(apic: &LocalApic) -> u64 {
-    apic.start_masked_countdown();
-    time::delay(CALIBRATION);
-    let counted = u64::from(u32::MAX - apic.timer_count());
-    let per_second = counted * (1000 / CALIBRATION.as_millis() as u64);
+    let per_second = tsc::median_of_windows(|| Ok::<_, Infallible>(one_window(apic)))
+        .unwrap_or_else(|never| match never {});
     *COUNTS_PER_SECOND.call_once(|| per_second)
+}
+
+/// One window: the timer's counts per second.
+fn one_window(apic: &LocalApic) -> tsc::Window {
+    let started_before = tsc::read();
+    apic.start_masked_countdown();
+    let started_after = tsc::read();
+    time::delay(CALIBRATION);
+    let read_before = tsc::read();
+    let counted = u64::from(u32::MAX - apic.timer_count());
+    let read_after = tsc::read();
+    let window = read_after - started_before;
+    let prompt = |bracket: u64| bracket * tsc::BRACKET_PART < window;
+    // Counts over the TSC ticks between the edges' midpoints.
+    let ticks = (read_before + read_after) / 2 - (started_before + started_after) / 2;
+    tsc::Window {
+        value: (u128::from(counted) * u128::from(time::tsc_hz()) / u128::from(ticks.max(1)))
+            .try_into()
+            .unwrap_or(u64::MAX),
+        prompt: prompt(started_after - started_before) && prompt(read_after - read_before),
+    }
 }
 
 /// Sets how many timer interrupts a second every CPU gets from now on (at

@@ -7,6 +7,14 @@
 //! down a 10 ms interval, and the TSC ticks in between give the rate.
 //! Channel 2 is used because it can be started and polled through port 0x61
 //! without any interrupt.
+//!
+//! A CPU that stops for a while between starting the PIT and reading the
+//! TSC, or between the PIT's end and the poll that sees it, measures a
+//! window of the wrong length: an SMI on real hardware, and under an
+//! emulator any moment the host does not run the virtual CPU (a millisecond
+//! is a tenth of the window). So each edge is bracketed by two TSC reads, a
+//! window whose brackets are not tight is measured again, and the rate is
+//! the median of several windows.
 
 use x86_64::instructions::port::Port;
 
@@ -36,8 +44,53 @@ pub fn read() -> u64 {
 #[derive(Debug)]
 pub struct CalibrationFailed;
 
-/// Measures the TSC frequency in Hz against the PIT.
+/// Measures the TSC frequency in Hz against the PIT: the median of
+/// [`WINDOWS`] windows whose edges were seen promptly.
 pub fn measure_hz() -> Result<u64, CalibrationFailed> {
+    median_of_windows(one_window)
+}
+
+/// Windows a calibration keeps, and how many it may try for them.
+pub const WINDOWS: usize = 5;
+const TRIES: usize = 50;
+/// An edge is seen promptly if the TSC reads around it are less than this
+/// part of the window apart (1/200: 0.5%, 50 us of 10 ms).
+pub const BRACKET_PART: u64 = 200;
+
+/// One measurement of a calibration window, and whether both its edges
+/// were seen promptly.
+pub struct Window {
+    pub value: u64,
+    pub prompt: bool,
+}
+
+/// The median of the first [`WINDOWS`] prompt measurements by `window`, in
+/// at most [`TRIES`]; on a machine so busy that none was prompt, the last.
+pub fn median_of_windows<E>(mut window: impl FnMut() -> Result<Window, E>) -> Result<u64, E> {
+    let mut kept = [0; WINDOWS];
+    let mut count = 0;
+    let mut last = 0;
+    for _ in 0..TRIES {
+        let measured = window()?;
+        last = measured.value;
+        if measured.prompt {
+            kept[count] = measured.value;
+            count += 1;
+            if count == WINDOWS {
+                break;
+            }
+        }
+    }
+    if count == 0 {
+        return Ok(last);
+    }
+    let kept = &mut kept[..count];
+    kept.sort_unstable();
+    Ok(kept[count / 2])
+}
+
+/// One window: the TSC rate it measured.
+fn one_window() -> Result<Window, CalibrationFailed> {
     let mut control = Port::<u8>::new(SPEAKER_CONTROL);
     let mut command = Port::<u8>::new(PIT_COMMAND);
     let mut channel2 = Port::<u8>::new(PIT_CHANNEL2_DATA);
@@ -47,25 +100,34 @@ pub fn measure_hz() -> Result<u64, CalibrationFailed> {
     // programming it affects no other device. Mode 0 ("interrupt on terminal
     // count") raises channel 2's output when the count reaches zero.
     // SAFETY: only PIT channel 2 and the speaker gate are programmed.
-    let start = unsafe {
+    let (before_start, after_start) = unsafe {
         let gate_off = control.read() & !(GATE | SPEAKER);
         control.write(gate_off);
         command.write(0b1011_0000); // channel 2, lobyte/hibyte, mode 0, binary
         channel2.write(count as u8);
         channel2.write((count >> 8) as u8);
+        let before = read();
         control.write(gate_off | GATE);
-        read()
+        (before, read())
     };
+    let mut last_poll = after_start;
     loop {
         // SAFETY: reading port 0x61 only samples status bits.
         let status = unsafe { control.read() };
         let now = read();
         if status & OUTPUT != 0 {
-            return Ok((now - start) * 1000 / CALIBRATION_MS);
+            // The PIT ended between the last poll and this one.
+            let window = now - after_start;
+            let prompt = |bracket: u64| bracket * BRACKET_PART < window;
+            return Ok(Window {
+                value: window * 1000 / CALIBRATION_MS,
+                prompt: prompt(after_start - before_start) && prompt(now - last_poll),
+            });
         }
-        if now.wrapping_sub(start) > GIVE_UP_AFTER_TICKS {
+        if now.wrapping_sub(after_start) > GIVE_UP_AFTER_TICKS {
             return Err(CalibrationFailed);
         }
+        last_poll = now;
         core::hint::spin_loop();
     }
 }

@@ -135,8 +135,16 @@ pub fn start() {
 pub fn finish() -> Option<Profile> {
     let profiler = PROFILER.get()?;
     profiler.sampling.store(false, Ordering::Release);
-    let seconds =
-        time::now_ns().saturating_sub(profiler.started_ns.load(Ordering::Relaxed)) as f64 / 1e9;
+    let now = time::now_ns();
+    // A CPU whose virtual CPU the host did not run near the end took its
+    // last sample early: the periods since then are missed too.
+    let online = crate::smp::online();
+    for (index, cpu) in profiler.cpus.iter().enumerate() {
+        if online.contains(index) {
+            cpu.count_periods_since_last_sample(u64::from(profiler.hz), now);
+        }
+    }
+    let seconds = now.saturating_sub(profiler.started_ns.load(Ordering::Relaxed)) as f64 / 1e9;
     Some(profiler.profile(seconds))
 }
 
@@ -210,6 +218,15 @@ impl CpuSamples {
         let periods = (now.saturating_sub(last) + period_ns / 2) / period_ns;
         self.missed
             .fetch_add(periods.saturating_sub(1), Ordering::Relaxed);
+    }
+
+    /// At the end: adds the whole sample periods (at `hz`) between this
+    /// CPU's last sample and `now`, which brought no sample.
+    fn count_periods_since_last_sample(&self, hz: u64, now: u64) {
+        let period_ns = 1_000_000_000 / hz;
+        let last = self.last_sample_ns.load(Ordering::Relaxed);
+        self.missed
+            .fetch_add(now.saturating_sub(last) / period_ns, Ordering::Relaxed);
     }
 
     /// Counts one sample of `frame` (on this CPU, in its timer interrupt).
