@@ -91,7 +91,7 @@ fn boot(test: &str, model: &str, cmdline: &str) -> Option<Run> {
         .cpu_model(model)
         .cpus(CPUS)
         .cmdline(cmdline)
-        .timeout(Duration::from_secs(300));
+        .timeout(Duration::from_secs(900));
     let run = machine::run(&config).unwrap_or_else(|error| {
         panic!(
             "cannot boot the kernel under Bochs ({}): {error}",

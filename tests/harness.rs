@@ -19,12 +19,7 @@ fn boot(config: Config) -> Run {
 }
 
 fn boot_cmdline(cmdline: &str) -> Run {
-    boot(
-        Config::default()
-            .cpus(2)
-            .cmdline(cmdline)
-            .timeout(Duration::from_secs(120)),
-    )
+    boot(Config::default().cpus(2).cmdline(cmdline))
 }
 
 /// Checks that `run` ended with `outcome` after printing a line that
@@ -163,13 +158,7 @@ fn kernel_read_of_a_user_page_is_stopped_by_smap_and_explained() {
 /// the run with the failure status instead of waiting forever.
 #[test]
 fn cpu_that_stops_answering_ipis_is_reported_not_waited_for() {
-    let run = boot(
-        Config::default()
-            .cpus(2)
-            .cmdline("test=harness::stuck_cpu")
-            .timeout(Duration::from_secs(120))
-            .stall_timeout(Duration::from_secs(60)),
-    );
+    let run = boot(Config::default().cpus(2).cmdline("test=harness::stuck_cpu"));
     assert_eq!(run.outcome, Outcome::Failure, "{}", run.describe());
     let reason = failure_reason(&run, "harness::stuck_cpu");
     assert!(

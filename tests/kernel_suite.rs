@@ -22,7 +22,9 @@ use libtest_mimic::{Arguments, Failed, Trial};
 /// sent), the default four, and odd and larger counts.
 const CPU_COUNTS: &[u32] = &[1, 2, 3, 4, 8];
 
-const TIMEOUT: Duration = Duration::from_secs(180);
+/// A safety net, not a measure (with the default 120 s stall limit): two
+/// suites boot at once, beside whatever else the host runs.
+const TIMEOUT: Duration = Duration::from_secs(900);
 
 fn boot(config: &Config) -> Run {
     machine::run(config).unwrap_or_else(|error| panic!("cannot boot the kernel: {error}"))

@@ -46,8 +46,8 @@ fn exhaust(case: &str, memory: &str) -> Run {
         .cpus(4)
         .memory(memory)
         .cmdline(format!("exec=exhaust:{case}"))
-        .timeout(Duration::from_secs(180))
-        .stall_timeout(Duration::from_secs(60));
+        .timeout(Duration::from_secs(900))
+        .stall_timeout(Duration::from_secs(120));
     let run =
         machine::run(&config).unwrap_or_else(|error| panic!("cannot boot the kernel: {error}"));
     assert!(

@@ -65,8 +65,8 @@ impl Boot<'_> {
             .cpu_model(self.cpu)
             .cpus(self.cpus)
             .cmdline(self.cmdline)
-            .timeout(Duration::from_secs(240))
-            .stall_timeout(Duration::from_secs(60));
+            .timeout(Duration::from_secs(900))
+            .stall_timeout(Duration::from_secs(120));
         let run = machine::run(&config)
             .unwrap_or_else(|error| panic!("{label}: cannot boot the kernel: {error}"));
         (run, label)

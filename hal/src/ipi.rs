@@ -61,8 +61,9 @@ use crate::{
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a caller waits for the CPUs it asked (by NMI) where they are
-/// stuck to print their answer.
-const STUCK_REPORT_WAIT: Duration = Duration::from_millis(500);
+/// stuck to print their answer: only a stopping kernel waits, and an
+/// emulated CPU may not run for a while on a busy host.
+const STUCK_REPORT_WAIT: Duration = Duration::from_secs(5);
 
 /// CPUs asked by NMI to report where they are stuck, until they have.
 static STUCK_REPORTS: AtomicCpus = AtomicCpus::new();

@@ -74,7 +74,10 @@ pub struct Config {
 }
 
 impl Default for Config {
-    /// QEMU from `PATH`, 4 CPUs, 512 MiB, BIOS, TCG, 120 s.
+    /// QEMU from `PATH`, 4 CPUs, 512 MiB, BIOS, TCG; at most 900 s, and
+    /// 120 s without output once the kernel runs. Both are safety nets, not
+    /// measures: CI runs several emulators on two cores, and a kernel that
+    /// hangs is silent, so the stall limit catches it early.
     fn default() -> Self {
         Self {
             emulator: Emulator::Qemu(Qemu::system()),
@@ -84,8 +87,8 @@ impl Default for Config {
             accelerator: Accelerator::Tcg,
             firmware: Firmware::Bios,
             gdb: false,
-            timeout: Duration::from_secs(120),
-            stall_timeout: None,
+            timeout: Duration::from_secs(900),
+            stall_timeout: Some(Duration::from_secs(120)),
             cmdline: String::new(),
             echo: false,
         }
