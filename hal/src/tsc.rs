@@ -65,7 +65,7 @@ pub struct Window {
 }
 
 /// The median of the first [`WINDOWS`] prompt measurements by `window`, in
-/// at most [`TRIES`]; on a machine so busy that none was prompt, the last.
+/// at most fifty tries; on a machine so busy that none was prompt, the last.
 pub fn median_of_windows<E>(mut window: impl FnMut() -> Result<Window, E>) -> Result<u64, E> {
     let mut kept = [0; WINDOWS];
     let mut count = 0;
