@@ -259,13 +259,12 @@ fn seeds_direction(plan: &Plan, samples: &[Sample], key: &str) -> Option<String>
         "seeds' direction (broadcasts faster than targeted IPIs from 4 threads on), on this machine:",
     )];
     let mut any_fails = false;
-    for AgainstIpi {
-        name, quotients, ..
-    } in &modes
-    {
-        let holds = quotients.iter().all(|(_, quotient)| *quotient > 1.0);
+    for mode in &modes {
+        let name = mode.name;
+        let holds = mode.quotients.iter().all(|(_, quotient)| *quotient > 1.0);
         any_fails |= !holds;
-        let at: Vec<String> = quotients
+        let at: Vec<String> = mode
+            .quotients
             .iter()
             .map(|(tasks, quotient)| format!("{name} / ipi {quotient:.2} at {tasks} tasks"))
             .collect();
