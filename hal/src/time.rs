@@ -35,6 +35,13 @@ pub fn init() -> Result<u64, tsc::CalibrationFailed> {
         .tsc_hz)
 }
 
+/// Whether [`init`] has measured the TSC, so that [`Deadline`] and
+/// [`delay`] can be used: code that may run before that (the exit path of
+/// an early fatal error) asks first.
+pub fn is_measured() -> bool {
+    CLOCK.get().is_some()
+}
+
 /// The TSC's rate, in Hz, as [`init`] measured it.
 pub fn tsc_hz() -> u64 {
     clock().tsc_hz
