@@ -272,17 +272,51 @@ fn cowrace_catches_a_flush_that_misses_the_reader() {
 
 /// A Dirty-COW-style race: a write through a copy-on-write fault against
 /// `madvise(DONTNEED)` of the same page on another CPU, while the child
-/// reads its copy. Neither process ever sees the other's data.
+/// reads its copy; the write is the parent's store, or the kernel's for a
+/// system call (`kernel`). Neither process ever sees the other's data.
 #[test]
 fn cowdirty_keeps_each_processs_copy_its_own() {
     for cpus in [2, 4] {
-        let run = exec(cpus, "cowdirty:10000");
-        assert!(
-            run.printed("cowdirty: rounds=10000 violations=0"),
-            "{cpus} CPUs\n{}",
-            run.describe()
-        );
-        assert_exit(&run, "cowdirty", 0);
-        assert_nothing_leaked(&run);
+        for (program, rounds) in [
+            ("cowdirty:10000", 10000),
+            ("cowdirty:5000,0,1,kernel", 5000),
+        ] {
+            let run = exec(cpus, program);
+            assert!(
+                run.printed(&format!("cowdirty: rounds={rounds} violations=0")),
+                "{program} at {cpus} CPUs\n{}",
+                run.describe()
+            );
+            assert_exit(&run, "cowdirty", 0);
+            assert_nothing_leaked(&run);
+        }
     }
+}
+
+/// The race's checks can fail: with `vm.bug=kernel-write-skips-cow` the
+/// kernel's write for a system call lands in the frame the child still
+/// maps (Dirty COW), and the child sees its copy change.
+#[test]
+fn cowdirty_catches_a_kernel_write_that_skips_copy_on_write() {
+    let run = boot(&config(
+        2,
+        "vm.bug=kernel-write-skips-cow exec=cowdirty:200,0,1,kernel",
+    ));
+    assert!(
+        run.printed("vm: deliberate bug KernelWriteSkipsCopyOnWrite is switched on (vm.bug=)"),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        run.number("cowdirty: rounds=200 ", "violations") > 0,
+        "the kernel's write into the shared frame went unnoticed\n{}",
+        run.describe()
+    );
+    assert!(
+        run.printed("the child's copy changed (its exit code): 0x1"),
+        "{}",
+        run.describe()
+    );
+    assert_exit(&run, "cowdirty", 1);
+    assert_nothing_leaked(&run);
 }

@@ -101,6 +101,9 @@ pub fn kernel_main(boot_info: &'static mut BootInfo, tests: Option<&'static Test
     });
     logger::set_level(options.log_level);
     crate::memory::quarantine::init(options.quarantine_frames);
+    if let Some(bug) = options.vm_bug {
+        crate::vm_bug::switch_on(bug);
+    }
 
     let cpu = detect_cpu_features();
     let topology = acpi::discover(boot_info.rsdp_addr.into_option(), hal::phys::read_bytes)

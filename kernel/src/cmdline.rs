@@ -17,6 +17,7 @@ use log::LevelFilter;
 use crate::{
     profile,
     tlb_mode::{BUGS, ModeRequest, TlbOptions},
+    vm_bug::{VM_BUGS, VmBug},
 };
 
 /// The fw_cfg file the runner writes the command line into (the machine
@@ -58,6 +59,8 @@ pub struct Options {
     /// `frames.quarantine=`: how many freed user frames wait before they
     /// can be handed out again (0: none wait).
     pub quarantine_frames: usize,
+    /// `vm.bug=`: a deliberately broken address-space operation.
+    pub vm_bug: Option<VmBug>,
 }
 
 impl Default for Options {
@@ -70,6 +73,7 @@ impl Default for Options {
             tlb: TlbOptions::default(),
             profile_hz: None,
             quarantine_frames: 0,
+            vm_bug: None,
         }
     }
 }
@@ -157,6 +161,11 @@ const OPTIONS: &[OptionSpec] = &[
         name: "tlb.bug",
         values: "a deliberate bug to watch the tests catch it (see tlb::BUGS)",
         apply: apply_tlb_bug,
+    },
+    OptionSpec {
+        name: "vm.bug",
+        values: "kernel-write-skips-cow: the kernel's writes to user memory skip copy-on-write (Dirty COW), to watch cowdirty catch it",
+        apply: apply_vm_bug,
     },
     OptionSpec {
         name: "profile",
@@ -258,6 +267,12 @@ fn apply_frames_quarantine(options: &mut Options, value: &str) -> Result<(), ()>
 fn apply_tlb_bug(options: &mut Options, value: &str) -> Result<(), ()> {
     let (_, bug) = BUGS.iter().find(|(name, _)| *name == value).ok_or(())?;
     options.tlb.bug = Some(*bug);
+    Ok(())
+}
+
+fn apply_vm_bug(options: &mut Options, value: &str) -> Result<(), ()> {
+    let (_, bug) = VM_BUGS.iter().find(|(name, _)| *name == value).ok_or(())?;
+    options.vm_bug = Some(*bug);
     Ok(())
 }
 

@@ -19,6 +19,8 @@
 //!   and panics are reported, down to the names of the functions involved;
 //! - [`cmdline`]: the options, read from QEMU's fw_cfg (or, without it, the
 //!   image's command-line slot);
+//! - [`vm_bug`]: `vm.bug=`, a deliberately broken copy-on-write path that
+//!   a ring-3 test must catch (`tlb.bug=` is in [`tlb_mode`]);
 //!
 //! The decisions about TLBs live in the separate, host-testable `mm` crate.
 //!
@@ -51,6 +53,7 @@ pub mod profile;
 pub mod symbols;
 pub mod timeline;
 pub mod tlb_mode;
+pub mod vm_bug;
 
 // The modules that run only on the machine: they reach the hardware through
 // `hal`, which is built only for the kernel's target. (Written out, not

@@ -5,7 +5,10 @@ use alloc::{string::String, vec, vec::Vec};
 use super::{
     CmdlineError, Options, SLOT_CAPACITY, SLOT_END, SLOT_START, Workload, find_in_slot, parse,
 };
-use crate::tlb_mode::{ModeRequest, TlbOptions};
+use crate::{
+    tlb_mode::{ModeRequest, TlbOptions},
+    vm_bug::VmBug,
+};
 
 #[test]
 fn empty_means_defaults() {
@@ -26,6 +29,7 @@ fn parses_every_option() {
             tlb: TlbOptions::default(),
             profile_hz: None,
             quarantine_frames: 0,
+            vm_bug: None,
         })
     );
     let quarantine = |line| parse(line).map(|options| options.quarantine_frames);
@@ -33,6 +37,12 @@ fn parses_every_option() {
     assert_eq!(quarantine("frames.quarantine=0"), Ok(0));
     assert!(quarantine("frames.quarantine=65537").is_err());
     assert!(quarantine("frames.quarantine=-1").is_err());
+    let vm_bug = |line| parse(line).map(|options| options.vm_bug);
+    assert_eq!(
+        vm_bug("vm.bug=kernel-write-skips-cow"),
+        Ok(Some(VmBug::KernelWriteSkipsCopyOnWrite))
+    );
+    assert!(vm_bug("vm.bug=no-such-bug").is_err());
     let profile = |line| parse(line).map(|options| options.profile_hz);
     assert_eq!(profile("profile=on"), Ok(Some(1000)));
     assert_eq!(profile("profile=4000"), Ok(Some(4000)));

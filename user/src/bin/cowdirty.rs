@@ -1,5 +1,6 @@
 //! A Dirty-COW-style race (CVE-2016-5195 raced a copy-on-write fault
-//! against `madvise(DONTNEED)`): `cowdirty <rounds> [<writer cpu> <discarder cpu>]`.
+//! against `madvise(DONTNEED)`):
+//! `cowdirty <rounds> [<writer cpu> <discarder cpu> [kernel]]`.
 //!
 //! Each round, with a private page `P` holding the round's "before" value:
 //!
@@ -16,9 +17,19 @@
 //!    and was discarded), never "before" and never the child's value.
 //!
 //! A kernel that let the write land in the frame it shares with the child,
-//! or the child's write in the parent's, fails one of those checks. Prints
-//! `cowdirty: rounds=N violations=V` and exits with 0 when `V = 0`, 1
-//! otherwise, 2 on bad arguments.
+//! or the child's write in the parent's, fails one of those checks.
+//!
+//! With `kernel`, the parent's write in step 2 is the kernel's: a system
+//! call (`tlb_stats`) fills the page's second word, which the child checks
+//! too. That is the path Dirty COW itself went through (the kernel writing
+//! a process's page for it), and the one `vm.bug=kernel-write-skips-cow`
+//! breaks; the parent then checks only that its first word is still its
+//! own (the "before" value, or 0 after the discard). Every other round of
+//! such a run writes before the discarder starts, so that both orders
+//! occur.
+//!
+//! Prints `cowdirty: rounds=N violations=V` and exits with 0 when `V = 0`,
+//! 1 otherwise, 2 on bad arguments.
 
 #![no_std]
 #![no_main]
@@ -61,18 +72,39 @@ struct Control {
     stop: AtomicU64,
 }
 
+/// Who makes the parent's write of each round.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Writer {
+    /// The parent's own store to the first word.
+    Store,
+    /// The kernel, filling the second word for a system call.
+    Kernel,
+}
+
 fn main(args: &str) -> i32 {
-    let numbers: [Option<Option<u64>>; 4] = {
-        let mut words = args.split_whitespace().map(|word| word.parse().ok());
-        [words.next(), words.next(), words.next(), words.next()]
+    let words: [Option<&str>; 5] = {
+        let mut words = args.split_whitespace();
+        [(); 5].map(|()| words.next())
     };
-    let (rounds, writer_cpu, discarder_cpu) = match numbers {
-        [Some(Some(n)), None, None, None] => (n, 0, 1),
-        [Some(Some(n)), Some(Some(w)), Some(Some(d)), None] => (n, w, d),
-        _ => {
-            println!("usage: cowdirty <rounds> [<writer cpu> <discarder cpu>], got '{args}'");
-            return 2;
+    let number = |word: &str| word.parse::<u64>().ok();
+    let parsed = match words {
+        [Some(n), None, None, None, None] => number(n).map(|n| (n, 0, 1, Writer::Store)),
+        [Some(n), Some(w), Some(d), writer, None] => {
+            let writer = match writer {
+                None => Some(Writer::Store),
+                Some("kernel") => Some(Writer::Kernel),
+                Some(_) => None,
+            };
+            match (number(n), number(w), number(d), writer) {
+                (Some(n), Some(w), Some(d), Some(writer)) => Some((n, w, d, writer)),
+                _ => None,
+            }
         }
+        _ => None,
+    };
+    let Some((rounds, writer_cpu, discarder_cpu, writer)) = parsed else {
+        println!("usage: cowdirty <rounds> [<writer cpu> <discarder cpu> [kernel]], got '{args}'");
+        return 2;
     };
     let (Ok(control_page), Ok(page)) = (
         sys::mmap_shared(PAGE_SIZE as usize, Prot::READ | Prot::WRITE),
@@ -87,6 +119,11 @@ fn main(args: &str) -> i32 {
     let control: &'static Control = unsafe { &*control_page.cast::<Control>() };
     // SAFETY: as above.
     let p: &'static AtomicU64 = unsafe { &*page.cast::<AtomicU64>() };
+    // The second word is written by the kernel in `kernel` rounds; it is
+    // read through a raw pointer, because the system call needs it as a
+    // `&mut [u8]` while no reference to it is alive.
+    // SAFETY: inside the page mapped above, aligned for a u64.
+    let second_word: *mut u64 = unsafe { page.cast::<u64>().add(1) };
     let page_address = page as u64;
 
     let discarder = thread::spawn(move || {
@@ -124,23 +161,53 @@ fn main(args: &str) -> i32 {
             println!("cowdirty: {round}/{rounds} rounds, {violations} violations so far");
         }
         p.store(before(round), Ordering::Relaxed);
+        // SAFETY: `second_word` points into `P`, which stays mapped; no
+        // reference to it exists.
+        unsafe { second_word.write_volatile(before(round)) };
         // SAFETY: the child touches only `P` and its own stack; the
         // discarder (absent in the child) uses no memory the child needs.
         let child = match unsafe { sys::fork() } {
-            Ok(0) => sys::exit(child_checks(p, round)),
+            Ok(0) => sys::exit(child_checks(p, second_word, round)),
             Ok(child) => child,
             Err(error) => {
                 report(&mut violations, round, "fork failed", error as u64);
                 continue;
             }
         };
-        control.discard_round.store(round, Ordering::Release);
-        p.store(after(round), Ordering::Relaxed);
+        // The discard usually wins the race against the kernel's write (a
+        // system call takes longer than a store), so in `kernel` runs every
+        // other round writes first and lets the discarder go after: then
+        // the write always meets the frame the child still maps.
+        let write_first = writer == Writer::Kernel && round % 2 == 0;
+        if !write_first {
+            control.discard_round.store(round, Ordering::Release);
+        }
+        let expected = match writer {
+            Writer::Store => {
+                p.store(after(round), Ordering::Relaxed);
+                after(round)
+            }
+            Writer::Kernel => {
+                // SAFETY: the second word, 8 bytes inside `P`, to which no
+                // reference exists while the kernel fills it.
+                let buffer =
+                    unsafe { core::slice::from_raw_parts_mut(second_word.cast::<u8>(), 8) };
+                if let Err(error) = sys::tlb_stats(buffer) {
+                    report(&mut violations, round, "tlb_stats failed", error as u64);
+                }
+                // The kernel wrote the second word only: the first is
+                // still this round's "before" value (or 0 if discarded).
+                before(round)
+            }
+        };
+        if write_first {
+            control.discard_round.store(round, Ordering::Release);
+        }
         while control.discarded_round.load(Ordering::Acquire) != round {
             let _ = sys::yield_now();
         }
         let seen = p.load(Ordering::Relaxed);
-        if seen != after(round) && seen != 0 {
+        if seen != expected && seen != 0 {
             report(
                 &mut violations,
                 round,
@@ -173,11 +240,14 @@ fn report(violations: &mut u64, round: u64, what: &str, value: u64) {
     *violations += 1;
 }
 
-/// The child's side of round `round`: 0 if its copy of `P` held the
-/// "before" value until it wrote its own, and then its own; 1 otherwise.
-fn child_checks(p: &AtomicU64, round: u64) -> i32 {
+/// The child's side of round `round`: 0 if its copy of `P` (both words)
+/// held the "before" value until it wrote its own, and then its own; 1
+/// otherwise.
+fn child_checks(p: &AtomicU64, second_word: *const u64, round: u64) -> i32 {
     for _ in 0..CHILD_READS {
-        if p.load(Ordering::Relaxed) != before(round) {
+        // SAFETY: the second word of `P`, mapped in the child too.
+        let second = unsafe { second_word.read_volatile() };
+        if p.load(Ordering::Relaxed) != before(round) || second != before(round) {
             return 1;
         }
         let _ = sys::yield_now();

@@ -11,7 +11,11 @@ use super::{
     region::{Region, entry_flags, permits},
     regions::user_range,
 };
-use crate::{memory::heap, tlb};
+use crate::{
+    memory::heap,
+    tlb,
+    vm_bug::{self, VmBug},
+};
 
 impl AddressSpace {
     /// Visits each page of `[va, va+len)` with the frame backing it (faulting
@@ -36,7 +40,7 @@ impl AddressSpace {
                 return Err(Errno::Fault);
             }
             let frame = self
-                .resolve(&mut memory, page, found, access)
+                .resolve(&mut memory, page, found, resolved_as(access))
                 .map_err(|OutOfFrames| Errno::NoMem)?;
             let chunk_end = end.min(page + PAGE_SIZE);
             let done = (cursor - va) as usize;
@@ -118,5 +122,21 @@ impl AddressSpace {
         drop(memory);
         tlb::flush_range(&self.tlb, start, end, false);
         Ok(())
+    }
+}
+
+/// The access a page is resolved for when the kernel reads or writes it for
+/// a system call: `access` itself, so that a write breaks copy-on-write and
+/// lands in this process's own copy. With `vm.bug=kernel-write-skips-cow`
+/// a write is resolved as a read: the page keeps the frame it shares with
+/// the other side of a fork, and the kernel writes into that (Dirty COW).
+fn resolved_as(access: Access) -> Access {
+    if access.write && vm_bug::is_on(VmBug::KernelWriteSkipsCopyOnWrite) {
+        Access {
+            write: false,
+            ..access
+        }
+    } else {
+        access
     }
 }
