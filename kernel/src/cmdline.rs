@@ -264,15 +264,23 @@ fn apply_frames_quarantine(options: &mut Options, value: &str) -> Result<(), ()>
     Ok(())
 }
 
+/// The entry of a table of deliberate bugs (`tlb.bug=`, `vm.bug=`) named
+/// `value`.
+fn bug_named<Bug: Copy>(table: &[(&str, Bug)], value: &str) -> Result<Bug, ()> {
+    table
+        .iter()
+        .find(|(name, _)| *name == value)
+        .map(|&(_, bug)| bug)
+        .ok_or(())
+}
+
 fn apply_tlb_bug(options: &mut Options, value: &str) -> Result<(), ()> {
-    let (_, bug) = BUGS.iter().find(|(name, _)| *name == value).ok_or(())?;
-    options.tlb.bug = Some(*bug);
+    options.tlb.bug = Some(bug_named(BUGS, value)?);
     Ok(())
 }
 
 fn apply_vm_bug(options: &mut Options, value: &str) -> Result<(), ()> {
-    let (_, bug) = VM_BUGS.iter().find(|(name, _)| *name == value).ok_or(())?;
-    options.vm_bug = Some(*bug);
+    options.vm_bug = Some(bug_named(VM_BUGS, value)?);
     Ok(())
 }
 

@@ -81,28 +81,29 @@ enum Writer {
     Kernel,
 }
 
+/// `<rounds> [<writer cpu> <discarder cpu> [kernel]]`, or `None` if the
+/// words are not that.
+fn parse_arguments(args: &str) -> Option<(u64, u64, u64, Writer)> {
+    let mut words = args.split_whitespace();
+    let rounds = words.next()?.parse().ok()?;
+    let (writer_cpu, discarder_cpu) = match (words.next(), words.next()) {
+        (None, None) => return Some((rounds, 0, 1, Writer::Store)),
+        (Some(writer), Some(discarder)) => (writer.parse().ok()?, discarder.parse().ok()?),
+        _ => return None,
+    };
+    let writer = match words.next() {
+        None => Writer::Store,
+        Some("kernel") => Writer::Kernel,
+        Some(_) => return None,
+    };
+    words
+        .next()
+        .is_none()
+        .then_some((rounds, writer_cpu, discarder_cpu, writer))
+}
+
 fn main(args: &str) -> i32 {
-    let words: [Option<&str>; 5] = {
-        let mut words = args.split_whitespace();
-        [(); 5].map(|()| words.next())
-    };
-    let number = |word: &str| word.parse::<u64>().ok();
-    let parsed = match words {
-        [Some(n), None, None, None, None] => number(n).map(|n| (n, 0, 1, Writer::Store)),
-        [Some(n), Some(w), Some(d), writer, None] => {
-            let writer = match writer {
-                None => Some(Writer::Store),
-                Some("kernel") => Some(Writer::Kernel),
-                Some(_) => None,
-            };
-            match (number(n), number(w), number(d), writer) {
-                (Some(n), Some(w), Some(d), Some(writer)) => Some((n, w, d, writer)),
-                _ => None,
-            }
-        }
-        _ => None,
-    };
-    let Some((rounds, writer_cpu, discarder_cpu, writer)) = parsed else {
+    let Some((rounds, writer_cpu, discarder_cpu, writer)) = parse_arguments(args) else {
         println!("usage: cowdirty <rounds> [<writer cpu> <discarder cpu> [kernel]], got '{args}'");
         return 2;
     };

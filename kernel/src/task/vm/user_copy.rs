@@ -31,6 +31,7 @@ impl AddressSpace {
             .checked_add(len as u64)
             .filter(|&end| end <= USER_END)
             .ok_or(Errno::Fault)?;
+        let resolve_for = resolved_as(access);
         let mut memory = self.memory.lock();
         let mut cursor = va;
         while cursor < end {
@@ -40,7 +41,7 @@ impl AddressSpace {
                 return Err(Errno::Fault);
             }
             let frame = self
-                .resolve(&mut memory, page, found, resolved_as(access))
+                .resolve(&mut memory, page, found, resolve_for)
                 .map_err(|OutOfFrames| Errno::NoMem)?;
             let chunk_end = end.min(page + PAGE_SIZE);
             let done = (cursor - va) as usize;
