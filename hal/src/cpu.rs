@@ -67,6 +67,12 @@ pub fn enable_interrupts() {
     interrupts::enable();
 }
 
+/// Whether maskable interrupts are enabled on this CPU (a CPU that may
+/// block must be able to take the interrupt that wakes it).
+pub fn interrupts_enabled() -> bool {
+    interrupts::are_enabled()
+}
+
 /// Disables maskable interrupts on this CPU.
 pub fn disable_interrupts() {
     interrupts::disable();

@@ -13,7 +13,10 @@
 //! space may only be freed once the TLB flush covering its last mapping has
 //! completed on every CPU. That rule lives with the shootdown code.
 
+mod cpu_cache;
+
 use bootloader_api::info::{MemoryRegion, MemoryRegionKind};
+use cpu_cache::{BATCH, CACHES};
 use spin::Mutex;
 use x86_64::PhysAddr;
 
@@ -294,14 +297,71 @@ fn with_allocator<R>(f: impl FnOnce(&mut FrameAllocator<'static>) -> R) -> R {
     })
 }
 
-/// Allocates one frame from the kernel's allocator.
-pub fn allocate() -> Option<Frame> {
-    with_allocator(FrameAllocator::allocate).map(Frame)
+/// This CPU's index, once its per-CPU block is installed (frames taken
+/// before that come from the bitmap directly).
+fn this_cpu() -> Option<usize> {
+    crate::percpu::current_if_installed().map(|cpu| cpu.index)
 }
 
-/// Returns one frame to the kernel's allocator.
+/// Allocates one frame from the kernel's allocator: from this CPU's cache,
+/// refilled from the bitmap a batch at a time (see `frames/cpu_cache.rs`).
+pub fn allocate() -> Option<Frame> {
+    crate::cpu::without_interrupts(|| {
+        let Some(cpu) = this_cpu() else {
+            return with_allocator(FrameAllocator::allocate);
+        };
+        let mut cache = CACHES[cpu].lock();
+        if let Some(frame) = cache.pop() {
+            return Some(frame);
+        }
+        with_allocator(|allocator| {
+            for frame in core::iter::from_fn(|| allocator.allocate()).take(BATCH) {
+                // The cache is empty, and a batch is half its capacity.
+                let _ = cache.push(frame);
+            }
+        });
+        let frame = cache.pop();
+        drop(cache);
+        frame.or_else(|| take_from_other_caches(cpu))
+    })
+    .map(Frame)
+}
+
+/// The bitmap is empty: a frame from another CPU's cache, if any has one.
+fn take_from_other_caches(me: usize) -> Option<PhysAddr> {
+    CACHES
+        .iter()
+        .enumerate()
+        .filter(|&(cpu, _)| cpu != me)
+        .find_map(|(_, cache)| cache.lock().pop())
+}
+
+/// Returns one frame to the kernel's allocator: to this CPU's cache, which
+/// gives a batch back to the bitmap when it is full.
+///
+/// # Panics
+/// On a double free that the cache or the bitmap sees (see
+/// [`FrameAllocator::free`]).
 pub fn free(frame: Frame) {
-    with_allocator(|allocator| allocator.free(frame.0));
+    crate::cpu::without_interrupts(|| {
+        let Some(cpu) = this_cpu() else {
+            return with_allocator(|allocator| allocator.free(frame.0));
+        };
+        let mut cache = CACHES[cpu].lock();
+        assert!(
+            !cache.contains(frame.0),
+            "double free of frame {:?}",
+            frame.0
+        );
+        if let Err(frame) = cache.push(frame.0) {
+            with_allocator(|allocator| {
+                allocator.free(frame);
+                for _ in 0..BATCH {
+                    allocator.free(cache.pop().expect("a full cache"));
+                }
+            });
+        }
+    });
 }
 
 /// Allocates one frame to back a kernel stack page.
@@ -320,7 +380,11 @@ pub fn allocate_permanent(count: usize) -> Option<PermanentFrames> {
         .map(|start| PermanentFrames { start, count })
 }
 
-/// How many frames are free right now.
+/// How many frames are free right now (the CPUs' caches included).
 pub fn free_count() -> usize {
-    with_allocator(|allocator| allocator.free_count())
+    let cached: usize = CACHES
+        .iter()
+        .map(|cache| crate::cpu::without_interrupts(|| cache.lock().len()))
+        .sum();
+    with_allocator(|allocator| allocator.free_count()) + cached
 }

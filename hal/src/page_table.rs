@@ -8,11 +8,31 @@
 //!
 //! This module only edits entries. It never flushes a TLB: whoever removes or
 //! weakens a mapping must flush (through `mm`) before reusing what the entry
-//! pointed to. It is the caller's lock (the address space's) that serialises
-//! edits; the hardware may set accessed/dirty bits concurrently, which is why
-//! entries are read and replaced atomically.
+//! pointed to.
+//!
+//! ## Many CPUs at once
+//!
+//! Threads of one process fault and discard pages on several CPUs at the
+//! same time, so every edit that may run beside another is one atomic
+//! operation on one entry (the hardware sets accessed and dirty bits
+//! concurrently too):
+//! - a missing table is installed by compare-exchange: of two CPUs that
+//!   create the same table at once, one wins and the other frees its page
+//!   and walks the winner's, so no mapping made in either is lost;
+//! - a leaf is replaced only if it still holds what the caller saw
+//!   ([`PageTable::install`], [`PageTable::mark_busy`]), or taken out by an
+//!   atomic swap ([`PageTable::take`]), so two CPUs never both think they
+//!   own the frame an entry held;
+//! - a *busy* leaf ([`Leaf::Busy`]) is a mapping between its old frame and
+//!   its new one: taken out, being flushed, not yet replaced. A fault that
+//!   finds it waits instead of filling the hole with a zeroed page.
+//!
+//! Only the edits that take tables away ([`PageTable::prune`],
+//! [`PageTable::destroy`]) or that park a page in swap need the table to
+//! themselves (`&mut self`): no CPU may be walking a table that goes.
 
 use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use tlb_types::PageTableRoot;
 use x86_64::{PhysAddr, structures::paging::PageTableFlags};
@@ -23,6 +43,9 @@ use crate::{paging::ENTRY_ADDRESS_MASK, phys};
 /// In a non-present entry (which the CPU ignores entirely): the page is in
 /// swap slot `entry >> 12`. Bit 9 is one of the bits left to software.
 const SWAPPED: PageTableFlags = PageTableFlags::BIT_9;
+/// In a non-present entry: the page is between two frames (see
+/// [`Leaf::Busy`]). Bit 10 is left to software too.
+const BUSY: PageTableFlags = PageTableFlags::BIT_10;
 /// Flags of intermediate tables: the leaf decides the real permissions.
 const TABLE_FLAGS: PageTableFlags = PageTableFlags::PRESENT
     .union(PageTableFlags::WRITABLE)
@@ -64,6 +87,9 @@ pub enum Leaf {
     Swapped {
         slot: u64,
     },
+    /// Being replaced: its old frame is out and being flushed, the new one
+    /// not yet in. Whoever marked it finishes it; others wait and look again.
+    Busy,
 }
 
 impl Leaf {
@@ -76,6 +102,8 @@ impl Leaf {
             }
         } else if flags.contains(SWAPPED) {
             Self::Swapped { slot: entry >> 12 }
+        } else if flags.contains(BUSY) {
+            Self::Busy
         } else {
             Self::Empty
         }
@@ -129,12 +157,9 @@ impl PageTable {
         for index in [l4, l3, l2] {
             let entry = phys::load_entry(table, index);
             table = if flags_of(entry).contains(PageTableFlags::PRESENT) {
-                Frame::from_entry(PhysAddr::new(entry & ENTRY_ADDRESS_MASK))
+                table_of(entry)
             } else if create {
-                let child = frames::allocate().ok_or(OutOfFrames)?;
-                phys::zero_frame(child);
-                phys::store_entry(table, index, child.address().as_u64() | TABLE_FLAGS.bits());
-                child
+                install_table(table, index, entry)?
             } else {
                 return Ok(None);
             };
@@ -152,10 +177,9 @@ impl PageTable {
 
     /// Maps `va` to `frame` with `flags` (PRESENT is added), replacing an
     /// empty or swapped entry.
-    pub fn map(&mut self, va: u64, frame: Frame, flags: PageTableFlags) -> Result<(), OutOfFrames> {
+    pub fn map(&self, va: u64, frame: Frame, flags: PageTableFlags) -> Result<(), OutOfFrames> {
         let (table, index) = self.leaf_slot(va, true)?.ok_or(OutOfFrames)?;
-        let flags = flags | PageTableFlags::PRESENT;
-        let old = phys::swap_entry(table, index, frame.address().as_u64() | flags.bits());
+        let old = phys::swap_entry(table, index, present_entry(frame, flags));
         assert!(
             !flags_of(old).contains(PageTableFlags::PRESENT),
             "mapping over a present page at {va:#x}"
@@ -163,8 +187,38 @@ impl PageTable {
         Ok(())
     }
 
+    /// Maps `va` to `frame` with `flags` if its entry still holds
+    /// `expected` (creating missing tables); returns whether it did. A
+    /// `false` means another CPU changed the entry first: the caller looks
+    /// again.
+    pub fn install(
+        &self,
+        va: u64,
+        expected: Leaf,
+        frame: Frame,
+        flags: PageTableFlags,
+    ) -> Result<bool, OutOfFrames> {
+        let (table, index) = self.leaf_slot(va, true)?.ok_or(OutOfFrames)?;
+        Ok(replace_if(
+            table,
+            index,
+            expected,
+            present_entry(frame, flags),
+        ))
+    }
+
+    /// Marks the entry of `va` busy if it still holds `expected`; returns
+    /// whether it did. The caller then flushes the old translation and
+    /// finishes with [`PageTable::install`] (expecting [`Leaf::Busy`]).
+    pub fn mark_busy(&self, va: u64, expected: Leaf) -> bool {
+        match self.leaf_slot(va, false) {
+            Ok(Some((table, index))) => replace_if(table, index, expected, BUSY.bits()),
+            _ => false,
+        }
+    }
+
     /// Empties the entry of `va`, returning what it held.
-    pub fn take(&mut self, va: u64) -> Leaf {
+    pub fn take(&self, va: u64) -> Leaf {
         match self.leaf_slot(va, false) {
             Ok(Some((table, index))) => Leaf::decode(phys::swap_entry(table, index, 0)),
             _ => Leaf::Empty,
@@ -182,22 +236,24 @@ impl PageTable {
 
     /// Replaces the permission flags of a mapped `va`; returns whether it was
     /// mapped.
-    pub fn protect(&mut self, va: u64, flags: PageTableFlags) -> bool {
+    pub fn protect(&self, va: u64, flags: PageTableFlags) -> bool {
         let Ok(Some((table, index))) = self.leaf_slot(va, false) else {
             return false;
         };
-        let entry = phys::load_entry(table, index);
-        if !flags_of(entry).contains(PageTableFlags::PRESENT) {
-            return false;
-        }
         let hardware_set = PageTableFlags::ACCESSED | PageTableFlags::DIRTY;
-        let kept = entry & (ENTRY_ADDRESS_MASK | hardware_set.bits());
-        phys::store_entry(
-            table,
-            index,
-            kept | (flags | PageTableFlags::PRESENT).bits(),
-        );
-        true
+        let mut entry = phys::load_entry(table, index);
+        loop {
+            if !flags_of(entry).contains(PageTableFlags::PRESENT) {
+                return false;
+            }
+            let kept = entry & (ENTRY_ADDRESS_MASK | hardware_set.bits());
+            let new = kept | (flags | PageTableFlags::PRESENT).bits();
+            match phys::compare_exchange_entry(table, index, entry, new) {
+                Ok(_) => return true,
+                // The hardware set a bit, or another CPU took the page.
+                Err(now) => entry = now,
+            }
+        }
     }
 
     /// The addresses in `[start, end)` whose leaf entry is not empty, found
@@ -248,6 +304,61 @@ impl Drop for PageTable {
     }
 }
 
+/// Makes the tables of every page table from now on be installed by a
+/// plain store instead of a compare-exchange, so that two CPUs creating the
+/// same table at once can lose one's mappings: a deliberate bug
+/// (`vm.bug=racy-table-install`) that the concurrency stress must catch.
+pub fn install_tables_racily() {
+    RACY_TABLE_INSTALL.store(true, Ordering::Relaxed);
+}
+
+static RACY_TABLE_INSTALL: AtomicBool = AtomicBool::new(false);
+
+/// The table a present intermediate entry points at.
+fn table_of(entry: u64) -> Frame {
+    Frame::from_entry(PhysAddr::new(entry & ENTRY_ADDRESS_MASK))
+}
+
+/// A present leaf entry mapping `frame` with `flags`.
+fn present_entry(frame: Frame, flags: PageTableFlags) -> u64 {
+    frame.address().as_u64() | (flags | PageTableFlags::PRESENT).bits()
+}
+
+/// Installs a new, empty table in entry `index` of `table`, which held
+/// `seen` (not present), and returns it; or, if another CPU installed one
+/// first, frees the new one and returns the other CPU's.
+fn install_table(table: Frame, index: usize, seen: u64) -> Result<Frame, OutOfFrames> {
+    let child = frames::allocate().ok_or(OutOfFrames)?;
+    phys::zero_frame(child);
+    let entry = child.address().as_u64() | TABLE_FLAGS.bits();
+    if RACY_TABLE_INSTALL.load(Ordering::Relaxed) {
+        phys::store_entry(table, index, entry);
+        return Ok(child);
+    }
+    match phys::compare_exchange_entry(table, index, seen, entry) {
+        Ok(_) => Ok(child),
+        Err(winner) => {
+            // Never reachable by any CPU: it was never in the tree.
+            frames::free(child);
+            Ok(table_of(winner))
+        }
+    }
+}
+
+/// Replaces entry `index` of `table` by `new` if it still decodes to
+/// `expected` (the hardware's accessed and dirty bits do not count as a
+/// change); returns whether it did.
+fn replace_if(table: Frame, index: usize, expected: Leaf, new: u64) -> bool {
+    let mut entry = phys::load_entry(table, index);
+    while Leaf::decode(entry) == expected {
+        match phys::compare_exchange_entry(table, index, entry, new) {
+            Ok(_) => return true,
+            Err(now) => entry = now,
+        }
+    }
+    false
+}
+
 /// Adds to `pages` the addresses of non-empty leaves below `table` (at
 /// `level`, mapping from `base`) in `[start, end)`.
 fn collect_used(table: Frame, level: u8, base: u64, start: u64, end: u64, pages: &mut UsedPages) {
@@ -272,7 +383,7 @@ fn collect_used(table: Frame, level: u8, base: u64, start: u64, end: u64, pages:
             (_, Leaf::Present { frame: child, .. }) => {
                 collect_used(child, level - 1, child_base, start, end, pages)
             }
-            (_, Leaf::Swapped { .. }) => unreachable!("swap entries are leaves"),
+            (_, Leaf::Swapped { .. } | Leaf::Busy) => unreachable!("leaf markers are leaves"),
         }
     }
 }
@@ -317,11 +428,12 @@ fn collect(table: Frame, level: u8, entries: usize, cleared: &mut Cleared) {
             (_, Leaf::Empty) => {}
             (1, Leaf::Swapped { slot }) => cleared.slots.push(slot),
             (1, Leaf::Present { frame, .. }) => cleared.pages.push(frame),
+            (1, Leaf::Busy) => unreachable!("a table is destroyed with no change under way"),
             (_, Leaf::Present { frame: child, .. }) => {
                 collect(child, level - 1, ENTRIES, cleared);
                 cleared.tables.push(child);
             }
-            (_, Leaf::Swapped { .. }) => unreachable!("swap entries are leaves"),
+            (_, Leaf::Swapped { .. } | Leaf::Busy) => unreachable!("leaf markers are leaves"),
         }
     }
 }

@@ -9,7 +9,7 @@
 //! [`PermanentFrames`]: frames the allocator gave up for good, a type only the
 //! allocator can create.
 
-use core::mem::MaybeUninit;
+use core::{mem::MaybeUninit, sync::atomic::AtomicU32};
 
 use spin::Once;
 use x86_64::{PhysAddr, VirtAddr};
@@ -54,6 +54,19 @@ pub fn permanent_words(frames: PermanentFrames) -> &'static mut [u64] {
     // every byte was just initialised to zero, a valid `u64` bit pattern.
     // SAFETY: exclusive, aligned, initialised memory of the right length.
     unsafe { core::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<u64>(), words) }
+}
+
+/// The memory of `frames` as zeroed 32-bit atomic counters, for the
+/// kernel's lifetime (per-frame bookkeeping that every CPU updates).
+pub fn permanent_counters(frames: PermanentFrames) -> &'static [AtomicU32] {
+    let words = permanent_words(frames);
+    let counters = words.len() * 2;
+    // The words are exclusively ours for good (see `permanent_bytes`),
+    // zeroed, and 8-byte aligned, so each half is a valid, aligned
+    // `AtomicU32` (same size and bit validity as `u32`). Handing out only a
+    // shared slice of atomics is what lets every CPU update them.
+    // SAFETY: exclusive, aligned, initialised memory of the right length.
+    unsafe { core::slice::from_raw_parts(words.as_mut_ptr().cast::<AtomicU32>(), counters) }
 }
 
 /// Copies physical memory at `addr` into `buffer`, for firmware tables (ACPI)
@@ -143,6 +156,23 @@ pub fn load_entry(table: Frame, index: usize) -> u64 {
 /// Writes entry `index` of page table `table`.
 pub fn store_entry(table: Frame, index: usize, value: u64) {
     table_entry(table, index).store(value, core::sync::atomic::Ordering::Release);
+}
+
+/// Replaces entry `index` of `table` with `new` if it still holds
+/// `current`; otherwise returns what it holds (the accessed and dirty bits
+/// the hardware sets count as a change).
+pub fn compare_exchange_entry(
+    table: Frame,
+    index: usize,
+    current: u64,
+    new: u64,
+) -> Result<u64, u64> {
+    table_entry(table, index).compare_exchange(
+        current,
+        new,
+        core::sync::atomic::Ordering::AcqRel,
+        core::sync::atomic::Ordering::Acquire,
+    )
 }
 
 /// Replaces entry `index` of `table`, returning the old value with the

@@ -103,7 +103,11 @@ pub fn kernel_main(boot_info: &'static mut BootInfo, tests: Option<&'static Test
     crate::memory::quarantine::init(options.quarantine_frames);
     if let Some(bug) = options.vm_bug {
         crate::vm_bug::switch_on(bug);
+        if bug == crate::vm_bug::VmBug::RacyTableInstall {
+            hal::page_table::install_tables_racily();
+        }
     }
+    crate::vm_lock::choose(options.vm_lock);
 
     let cpu = detect_cpu_features();
     let topology = acpi::discover(boot_info.rsdp_addr.into_option(), hal::phys::read_bytes)

@@ -18,6 +18,7 @@ use crate::{
     profile,
     tlb_mode::{BUGS, ModeRequest, TlbOptions},
     vm_bug::{VM_BUGS, VmBug},
+    vm_lock::{VM_LOCKS, VmLock},
 };
 
 /// The fw_cfg file the runner writes the command line into (the machine
@@ -61,6 +62,8 @@ pub struct Options {
     pub quarantine_frames: usize,
     /// `vm.bug=`: a deliberately broken address-space operation.
     pub vm_bug: Option<VmBug>,
+    /// `vm.lock=`: how threads of one process share its address space.
+    pub vm_lock: VmLock,
 }
 
 impl Default for Options {
@@ -74,6 +77,7 @@ impl Default for Options {
             profile_hz: None,
             quarantine_frames: 0,
             vm_bug: None,
+            vm_lock: VmLock::Fine,
         }
     }
 }
@@ -164,8 +168,15 @@ const OPTIONS: &[OptionSpec] = &[
     },
     OptionSpec {
         name: "vm.bug",
-        values: "kernel-write-skips-cow: the kernel's writes to user memory skip copy-on-write (Dirty COW), to watch cowdirty catch it",
+        values: "kernel-write-skips-cow (Dirty COW, caught by cowdirty) | fill-busy-entry | \
+                 racy-table-install (both caught by vmstress): a deliberately broken address-space operation",
         apply: apply_vm_bug,
+    },
+    OptionSpec {
+        name: "vm.lock",
+        values: "fine (default: shared faults and discards, flushes outside the lock, blocking waits) | \
+                 coarse (one spinning lock held across every shootdown, for comparison)",
+        apply: apply_vm_lock,
     },
     OptionSpec {
         name: "profile",
@@ -264,23 +275,28 @@ fn apply_frames_quarantine(options: &mut Options, value: &str) -> Result<(), ()>
     Ok(())
 }
 
-/// The entry of a table of deliberate bugs (`tlb.bug=`, `vm.bug=`) named
-/// `value`.
-fn bug_named<Bug: Copy>(table: &[(&str, Bug)], value: &str) -> Result<Bug, ()> {
+/// The entry named `value` of a table of names (`tlb.bug=`, `vm.bug=`,
+/// `vm.lock=`).
+fn entry_named<Entry: Copy>(table: &[(&str, Entry)], value: &str) -> Result<Entry, ()> {
     table
         .iter()
         .find(|(name, _)| *name == value)
-        .map(|&(_, bug)| bug)
+        .map(|&(_, entry)| entry)
         .ok_or(())
 }
 
 fn apply_tlb_bug(options: &mut Options, value: &str) -> Result<(), ()> {
-    options.tlb.bug = Some(bug_named(BUGS, value)?);
+    options.tlb.bug = Some(entry_named(BUGS, value)?);
     Ok(())
 }
 
 fn apply_vm_bug(options: &mut Options, value: &str) -> Result<(), ()> {
-    options.vm_bug = Some(bug_named(VM_BUGS, value)?);
+    options.vm_bug = Some(entry_named(VM_BUGS, value)?);
+    Ok(())
+}
+
+fn apply_vm_lock(options: &mut Options, value: &str) -> Result<(), ()> {
+    options.vm_lock = entry_named(VM_LOCKS, value)?;
     Ok(())
 }
 
@@ -387,64 +403,6 @@ pub fn parse(text: &str) -> Result<Options, CmdlineError> {
     Ok(options)
 }
 
-/// The command-line slot: a fixed-size, NUL-padded field in the kernel's
-/// file, for machines without fw_cfg. Bochs has none, and no other way to
-/// hand the kernel a string at boot, so the Bochs runner
-/// (`boot/src/machine/bochs/slot.rs`) writes the command line into this
-/// field of its own temporary copy of the disk image, and the kernel reads
-/// it back from its ELF file as the bootloader loaded it ([`find_in_slot`]).
-/// Every built image has the field empty, which means the defaults, and
-/// QEMU's runs never look at it: fw_cfg comes first.
-///
-/// The two markers let the runner find the field among the disk image's
-/// bytes without decoding its FAT partition, and prove that the field lies
-/// in one piece there (the end marker is where it should be). The runner
-/// keeps its own copy of these constants; a host test in `boot` checks that
-/// each built image holds exactly one empty slot.
-#[repr(C)]
-pub struct Slot {
-    start: [u8; 16],
-    line: [u8; SLOT_CAPACITY],
-    end: [u8; 16],
-}
-
-/// The bytes just before the slot's command line.
-pub const SLOT_START: [u8; 16] = *b"<shootdown-cmdl:";
-/// The bytes just after it.
-pub const SLOT_END: [u8; 16] = *b":shootdown-cmdl>";
-/// How long a command line the slot holds.
-pub const SLOT_CAPACITY: usize = 1024;
-
-/// The slot, empty, as it is built into every image.
-pub static SLOT: Slot = Slot {
-    start: SLOT_START,
-    line: [0; SLOT_CAPACITY],
-    end: SLOT_END,
-};
-
-/// The command line in the slot of `file` (the kernel's ELF file): the
-/// bytes between the markers up to the first NUL, empty if nobody wrote
-/// one; `None` if `file` has no slot.
-///
-/// The markers it looks for are [`SLOT`]'s own (behind a
-/// [`black_box`](core::hint::black_box), so that the compiler neither drops
-/// the unreferenced static nor makes a second copy of the markers for the
-/// comparison, which would be a false slot for the runner to find).
-pub fn find_in_slot(file: &[u8]) -> Option<&[u8]> {
-    let slot = core::hint::black_box(&SLOT);
-    let length = slot.start.len() + SLOT_CAPACITY + slot.end.len();
-    let found = (0..file.len().saturating_sub(length - 1)).find(|&at| {
-        file[at..].starts_with(&slot.start)
-            && file[at + slot.start.len() + SLOT_CAPACITY..].starts_with(&slot.end)
-    })?;
-    let line = &file[found + slot.start.len()..][..SLOT_CAPACITY];
-    let end = line
-        .iter()
-        .position(|&byte| byte == 0)
-        .unwrap_or(line.len());
-    Some(&line[..end])
-}
-
 /// Parses the command line as the runner stored it: UTF-8, perhaps with the
 /// trailing NUL that QEMU's `string=` files carry.
 pub fn parse_bytes(bytes: &[u8]) -> Result<Options, CmdlineError> {
@@ -452,5 +410,8 @@ pub fn parse_bytes(bytes: &[u8]) -> Result<Options, CmdlineError> {
     parse(text.trim_end_matches('\0'))
 }
 
+mod slot;
 #[cfg(test)]
 mod tests;
+
+pub use slot::{SLOT, SLOT_CAPACITY, SLOT_END, SLOT_START, Slot, find_in_slot};

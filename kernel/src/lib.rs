@@ -19,8 +19,10 @@
 //!   and panics are reported, down to the names of the functions involved;
 //! - [`cmdline`]: the options, read from QEMU's fw_cfg (or, without it, the
 //!   image's command-line slot);
-//! - [`vm_bug`]: `vm.bug=`, a deliberately broken copy-on-write path that
-//!   a ring-3 test must catch (`tlb.bug=` is in [`tlb_mode`]);
+//! - [`vm_bug`]: `vm.bug=`, deliberately broken address-space operations
+//!   that ring-3 tests must catch (`tlb.bug=` is in [`tlb_mode`]);
+//! - [`vm_lock`]: `vm.lock=`, how threads of one process share its address
+//!   space (fine-grained, or the old single lock for comparison);
 //!
 //! The decisions about TLBs live in the separate, host-testable `mm` crate.
 //!
@@ -54,6 +56,7 @@ pub mod symbols;
 pub mod timeline;
 pub mod tlb_mode;
 pub mod vm_bug;
+pub mod vm_lock;
 
 // The modules that run only on the machine: they reach the hardware through
 // `hal`, which is built only for the kernel's target. (Written out, not

@@ -21,11 +21,26 @@ pub enum VmBug {
     /// fork still reads. Linux's Dirty COW (CVE-2016-5195) was this, on the
     /// path that lets the kernel write a process's pages for it.
     KernelWriteSkipsCopyOnWrite,
+    /// A page fault that finds an entry *busy* (a copy-on-write break
+    /// between taking the old frame out and mapping the copy) fills it
+    /// with a fresh zeroed page, as if it were a hole: the breaker then
+    /// finds its entry taken, and every word written to the page before
+    /// the fork is lost. `vmstress`, whose threads break copy-on-write of
+    /// the same pages at once after each fork, reads the zeroes.
+    FillBusyEntry,
+    /// A missing page table is installed by a plain store instead of a
+    /// compare-exchange (`hal::page_table::install_tables_racily`): two
+    /// threads that fault on neighbouring pages at once may each install
+    /// a table, and the mapping made in the loser's is lost.
+    RacyTableInstall,
 }
 
 /// Names for `vm.bug=`.
-pub const VM_BUGS: &[(&str, VmBug)] =
-    &[("kernel-write-skips-cow", VmBug::KernelWriteSkipsCopyOnWrite)];
+pub const VM_BUGS: &[(&str, VmBug)] = &[
+    ("kernel-write-skips-cow", VmBug::KernelWriteSkipsCopyOnWrite),
+    ("fill-busy-entry", VmBug::FillBusyEntry),
+    ("racy-table-install", VmBug::RacyTableInstall),
+];
 
 /// The bug this boot runs with, if any: set once, before any process runs.
 static SWITCHED_ON: Once<VmBug> = Once::new();

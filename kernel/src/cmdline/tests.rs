@@ -8,6 +8,7 @@ use super::{
 use crate::{
     tlb_mode::{ModeRequest, TlbOptions},
     vm_bug::VmBug,
+    vm_lock::VmLock,
 };
 
 #[test]
@@ -30,6 +31,7 @@ fn parses_every_option() {
             profile_hz: None,
             quarantine_frames: 0,
             vm_bug: None,
+            vm_lock: VmLock::Fine,
         })
     );
     let quarantine = |line| parse(line).map(|options| options.quarantine_frames);
@@ -42,7 +44,19 @@ fn parses_every_option() {
         vm_bug("vm.bug=kernel-write-skips-cow"),
         Ok(Some(VmBug::KernelWriteSkipsCopyOnWrite))
     );
+    assert_eq!(
+        vm_bug("vm.bug=racy-table-install"),
+        Ok(Some(VmBug::RacyTableInstall))
+    );
+    assert_eq!(
+        vm_bug("vm.bug=fill-busy-entry"),
+        Ok(Some(VmBug::FillBusyEntry))
+    );
     assert!(vm_bug("vm.bug=no-such-bug").is_err());
+    let vm_lock = |line| parse(line).map(|options| options.vm_lock);
+    assert_eq!(vm_lock("vm.lock=coarse"), Ok(VmLock::Coarse));
+    assert_eq!(vm_lock("vm.lock=fine"), Ok(VmLock::Fine));
+    assert!(vm_lock("vm.lock=medium").is_err());
     let profile = |line| parse(line).map(|options| options.profile_hz);
     assert_eq!(profile("profile=on"), Ok(Some(1000)));
     assert_eq!(profile("profile=4000"), Ok(Some(4000)));

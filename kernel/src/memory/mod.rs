@@ -33,6 +33,7 @@ pub enum MemoryInitError {
     NoPhysicalMemoryMapping,
     Frames(frames::FrameInitError),
     Heap(heap::HeapInitError),
+    FrameCounters(shared_frames::NoRoomForCounters),
 }
 
 impl core::fmt::Display for MemoryInitError {
@@ -50,6 +51,11 @@ impl core::fmt::Display for MemoryInitError {
                     "no usable memory region can hold the {bitmap_bytes}-byte frame bitmap"
                 )
             }
+            Self::FrameCounters(shared_frames::NoRoomForCounters { bytes }) => write!(
+                f,
+                "not enough contiguous free memory for the {} KiB of per-frame reference counts",
+                bytes / 1024
+            ),
             Self::Heap(heap::HeapInitError { wanted_bytes }) => write!(
                 f,
                 "not enough contiguous free memory for a {} KiB kernel heap; give the machine more RAM",
@@ -68,6 +74,14 @@ pub fn init(boot_info: &BootInfo) -> Result<MemorySummary, MemoryInitError> {
     hal::phys::init(offset);
     let regions: &[MemoryRegion] = &boot_info.memory_regions;
     let free_frames = frames::init(regions).map_err(MemoryInitError::Frames)?;
+    let end_of_ram = regions
+        .iter()
+        .filter(|region| region.kind == MemoryRegionKind::Usable)
+        .map(|region| region.end)
+        .max()
+        .unwrap_or(0);
+    shared_frames::init(end_of_ram as usize / FRAME_SIZE)
+        .map_err(MemoryInitError::FrameCounters)?;
     let heap_bytes = heap::init(free_frames * FRAME_SIZE).map_err(MemoryInitError::Heap)?;
 
     let bytes_of = |kind: MemoryRegionKind| -> u64 {
@@ -85,12 +99,7 @@ pub fn init(boot_info: &BootInfo) -> Result<MemorySummary, MemoryInitError> {
             .count(),
         usable_bytes: bytes_of(MemoryRegionKind::Usable),
         bootloader_bytes: bytes_of(MemoryRegionKind::Bootloader),
-        end_of_ram: regions
-            .iter()
-            .filter(|region| region.kind == MemoryRegionKind::Usable)
-            .map(|region| region.end)
-            .max()
-            .unwrap_or(0),
+        end_of_ram,
         heap_bytes,
         free_frames_after_init: frames::free_count(),
     })

@@ -6,75 +6,83 @@
 //! freed only when its *last* reference goes, and only after the TLB flush
 //! that revoked that reference (the rule of [`crate::task::vm`]).
 //!
-//! Most user frames have exactly one reference all their life, so only the
-//! others are recorded: a table from frame to the number of references
-//! *beyond the first*. A frame missing from it has one. The table costs heap
-//! for each shared frame; whoever is about to share frames asks for room
-//! first ([`room_for`]), so that a `fork` that would not fit fails with
-//! `ENOMEM` instead of running the kernel out of heap.
+//! Each frame of RAM has one atomic counter here (like the reference count
+//! in Linux's `struct page`), holding the references *beyond the first*: a
+//! frame with one owner, which is nearly every frame all its life, has 0,
+//! and releasing it reads one word and changes nothing shared. The
+//! counters cost 4 bytes per 4 KiB of RAM (0.1%), taken once at boot, so
+//! sharing a frame never needs the heap and no lock is ever taken: threads
+//! releasing frames on several CPUs at once do not meet.
 //!
 //! References are taken only by someone who holds one already (the address
 //! space being forked holds the parent's, under its lock; a shared region's
-//! page list holds one), so a count can never rise from zero: a frame whose
-//! last reference was released is gone for good.
+//! page list holds one; the kernel copying a system call's buffer pins the
+//! frame it found mapped, then checks the mapping is still there), so a
+//! count never rises for a frame nobody holds, except for the moment a pin
+//! takes to see that the mapping it pinned is gone; the releases balance
+//! that, and whichever release finds no reference beyond its own frees
+//! the frame.
 
-use alloc::collections::BTreeMap;
+use core::sync::atomic::{AtomicU32, Ordering};
 
-use abi::Errno;
-use hal::frames::Frame;
-use spin::Mutex;
+use hal::frames::{FRAME_SIZE, Frame};
+use spin::Once;
 
-use super::{heap, quarantine};
+use super::quarantine;
 
-/// What one recorded frame may cost on the heap (its share of a B-tree
-/// node), for the heap budget.
-const RECORD_BYTES: usize = 32;
+/// One counter per frame of RAM, by frame number: references beyond the
+/// first.
+static EXTRA_REFERENCES: Once<&'static [AtomicU32]> = Once::new();
 
-/// Frame address to references beyond the first (always at least 1).
-static EXTRA_REFERENCES: Mutex<BTreeMap<u64, u32>> = Mutex::new(BTreeMap::new());
+/// No room for the counters at boot.
+#[derive(Debug)]
+pub struct NoRoomForCounters {
+    pub bytes: usize,
+}
 
-/// `Ok` if the heap budget has room to record `frames` more shared frames.
-pub fn room_for(frames: usize) -> Result<(), Errno> {
-    heap::check_budget(frames.saturating_mul(RECORD_BYTES))
+/// Sets the counters up for `frame_count` frames of RAM. Called once at
+/// boot, after the frame allocator.
+pub fn init(frame_count: usize) -> Result<(), NoRoomForCounters> {
+    let bytes = frame_count * size_of::<AtomicU32>();
+    let storage = hal::frames::allocate_permanent(bytes.div_ceil(FRAME_SIZE))
+        .ok_or(NoRoomForCounters { bytes })?;
+    let counters = hal::phys::permanent_counters(storage);
+    EXTRA_REFERENCES.call_once(|| counters);
+    Ok(())
+}
+
+fn counter(frame: Frame) -> &'static AtomicU32 {
+    let counters = EXTRA_REFERENCES
+        .get()
+        .expect("shared_frames::init runs before any user frame is mapped");
+    &counters[frame.address().as_u64() as usize / FRAME_SIZE]
 }
 
 /// Adds a reference to `frame`, whose caller already holds one.
 pub fn share(frame: Frame) {
-    *EXTRA_REFERENCES
-        .lock()
-        .entry(frame.address().as_u64())
-        .or_insert(0) += 1;
+    counter(frame).fetch_add(1, Ordering::AcqRel);
 }
 
 /// Gives up one reference to `frame`, freeing it if that was the last. The
 /// caller has flushed every TLB that may hold the translation it gives up.
 pub fn release(frame: Frame) {
-    let last = {
-        let mut table = EXTRA_REFERENCES.lock();
-        let address = frame.address().as_u64();
-        match table.get_mut(&address) {
-            Some(1) => {
-                table.remove(&address);
-                false
-            }
-            Some(extra) => {
-                *extra -= 1;
-                false
-            }
-            None => true,
+    let extra = counter(frame);
+    let mut seen = extra.load(Ordering::Acquire);
+    loop {
+        if seen == 0 {
+            quarantine::free(frame);
+            return;
         }
-    };
-    if last {
-        quarantine::free(frame);
+        match extra.compare_exchange_weak(seen, seen - 1, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return,
+            Err(now) => seen = now,
+        }
     }
 }
 
 /// How many references `frame` has (1 if it is not shared).
 pub fn references(frame: Frame) -> usize {
-    EXTRA_REFERENCES
-        .lock()
-        .get(&frame.address().as_u64())
-        .map_or(1, |&extra| extra as usize + 1)
+    counter(frame).load(Ordering::Acquire) as usize + 1
 }
 
 /// Whether another mapping refers to `frame` too.
@@ -85,5 +93,10 @@ pub fn is_shared(frame: Frame) -> bool {
 /// How many frames have more than one reference, for tests and the boot's
 /// leak checks.
 pub fn shared_count() -> usize {
-    EXTRA_REFERENCES.lock().len()
+    EXTRA_REFERENCES.get().map_or(0, |counters| {
+        counters
+            .iter()
+            .filter(|extra| extra.load(Ordering::Relaxed) > 0)
+            .count()
+    })
 }

@@ -7,6 +7,7 @@ pub mod process;
 pub mod sched;
 pub mod shared_memory;
 pub mod swap;
+pub mod sync;
 pub mod syscall;
 pub mod thread;
 pub mod vm;

@@ -29,7 +29,11 @@ use hal::{
 use spin::Mutex;
 
 use super::swap;
-use crate::memory::shared_frames;
+use crate::memory::{heap, shared_frames};
+
+/// What one page's record may cost on the heap (its share of a B-tree
+/// node), for the heap budget.
+const PAGE_RECORD_BYTES: usize = 32;
 
 /// Where one page of a shared region is.
 enum Page {
@@ -55,8 +59,8 @@ impl SharedMemory {
     /// caller is about to write. `Err` when no frame, or no heap for its
     /// records, is left.
     pub fn map_page(&self, index: u64) -> Result<Frame, OutOfFrames> {
-        // Two records at most: the page list's and the frame's share count.
-        shared_frames::room_for(2).map_err(|_| OutOfFrames)?;
+        // The page list's record, if the page is new to it.
+        heap::check_budget(PAGE_RECORD_BYTES).map_err(|_| OutOfFrames)?;
         let mut pages = self.pages.lock();
         let frame = match pages.get(&index) {
             Some(&Page::Resident(frame)) => frame,

@@ -13,8 +13,10 @@
 //! threads of the parent may be using on other CPUs this very moment, so it
 //! is a TLB shootdown like any other: until it completes, such a thread
 //! could still write the frame that is now the child's too. The parent's
-//! address-space lock is held from the first entry changed until that flush
-//! has returned, and the child cannot run before `fork` returns.
+//! address-space lock is held exclusive from the first entry changed until
+//! that flush has returned (so no thread of the parent copies a page for a
+//! copy-on-write break while another may still write it), and the child
+//! cannot run before `fork` returns.
 //!
 //! A page the parent has in swap is copied into a frame of the child's own
 //! (swap keeps one owner per slot).
@@ -39,8 +41,8 @@ impl AddressSpace {
         let kernel_root = tlb::system().kernel_address_space().root();
         let child = AddressSpace::new(kernel_root).map_err(|OutOfFrames| Errno::NoMem)?;
         let copied = {
-            let mut parent = self.memory.lock();
-            let mut child_memory = child.memory.lock();
+            let mut parent = self.exclusive();
+            let mut child_memory = child.exclusive();
             let copied = copy_into(&mut parent, &mut child_memory);
             // Whether or not the copy finished, parent entries may have lost
             // their write permission: the flush is owed either way.
@@ -73,7 +75,6 @@ fn copy_into(parent: &mut Memory, child: &mut Memory) -> Result<bool, Errno> {
         .collect();
     for (start, end, flags) in private {
         let pages = parent.table.used_pages(start, end);
-        shared_frames::room_for(pages.len())?;
         let read_only = flags - PageTableFlags::WRITABLE;
         for va in pages {
             match parent.table.leaf(va) {
@@ -96,6 +97,7 @@ fn copy_into(parent: &mut Memory, child: &mut Memory) -> Result<bool, Errno> {
                     }
                 }
                 Leaf::Empty => {}
+                Leaf::Busy => unreachable!("only a shared holder marks entries busy"),
             }
         }
     }

@@ -4,15 +4,17 @@
 //!
 //! Each is the same sequence, with the steps it needs:
 //!
-//! 1. check the range and take the address-space lock
+//! 1. check the range and take the address-space lock, exclusive
 //!    ([`AddressSpace::lock_range`], which also refuses holes where the call
-//!    wants the range mapped throughout);
+//!    wants the range mapped throughout; `madvise(DONTNEED)` changes no
+//!    region and takes it shared);
 //! 2. split the regions at both ends, after checking that the region table
 //!    has room for the result, so that a refused call changes nothing
 //!    ([`Memory::cut_out`]), and remove or change the regions inside;
 //! 3. take the page-table entries out ([`Memory::unmap_pages`]);
-//! 4. flush, then free ([`AddressSpace::flush_then_free`]): the order the
-//!    module docs of `vm` explain.
+//! 4. release the lock, flush, then free
+//!    ([`AddressSpace::flush_then_free`]): the order the module docs of `vm`
+//!    explain.
 
 use alloc::vec::Vec;
 
@@ -23,21 +25,25 @@ use x86_64::structures::paging::PageTableFlags;
 use super::{
     AddressSpace, Frames, Memory, SharedMemory, Sharing,
     region::{Region, SharedPages, entry_flags},
-    regions::{Holes, Inside, MAX_REGION},
+    regions::{Holes, Inside, MAX_REGION, user_range},
     swap,
 };
 use crate::memory::shared_frames;
 
 impl Memory {
     /// Removes the page-table entries of `[start, end)`: swap slots are freed
-    /// at once, frames are returned for release after the TLB flush.
-    pub(super) fn unmap_pages(&mut self, start: u64, end: u64) -> Frames {
+    /// at once, frames are returned for release after the TLB flush. Each
+    /// entry is taken by an atomic swap, so of two CPUs emptying the same
+    /// page only one gets its frame. A busy entry (a copy-on-write break
+    /// under way) is emptied too; its breaker then finds it gone and keeps
+    /// the page empty.
+    pub(super) fn unmap_pages(&self, start: u64, end: u64) -> Frames {
         let mut frames = Frames::new();
         for va in self.table.used_pages(start, end) {
             match self.table.take(va) {
                 Leaf::Present { frame, .. } => frames.push(frame),
                 Leaf::Swapped { slot } => swap::discard(slot),
-                Leaf::Empty => {}
+                Leaf::Empty | Leaf::Busy => {}
             }
         }
         frames
@@ -87,7 +93,7 @@ impl AddressSpace {
             if rounded == 0 || rounded > MAX_REGION {
                 return Err(Errno::Inval);
             }
-            let mut memory = self.memory.lock();
+            let mut memory = self.exclusive();
             memory.room_for_regions(memory.regions.len() + 1)?;
             let start = memory.find_gap(rounded).ok_or(Errno::NoMem)?;
             memory.regions.insert(start, region(start + rounded));
@@ -98,7 +104,7 @@ impl AddressSpace {
         let replaced = memory.unmap_pages(addr, end);
         memory.regions.insert(addr, region(end));
         if !replaced.is_empty() {
-            self.flush_then_free(addr, end, replaced, Vec::new());
+            self.flush_then_free(memory, (addr, end), replaced, Vec::new());
         }
         Ok(addr)
     }
@@ -112,7 +118,7 @@ impl AddressSpace {
         // Page-table pages left empty go too; lazy CPUs must then be flushed
         // as well, since they may still walk the freed tables.
         let tables = memory.table.prune(start, end);
-        self.flush_then_free(start, end, pages, tables);
+        self.flush_then_free(memory, (start, end), pages, tables);
         Ok(())
     }
 
@@ -131,16 +137,21 @@ impl AddressSpace {
                 memory.table.protect(va, flags);
             }
         }
-        self.flush_then_free(start, end, Frames::new(), Vec::new());
+        self.flush_then_free(memory, (start, end), Frames::new(), Vec::new());
         Ok(())
     }
 
     /// `madvise(DONTNEED)`: drops the pages; the regions stay and the next
-    /// touch sees zeroes.
+    /// touch sees zeroes. It changes entries only, so it holds the region
+    /// table shared, beside other threads' faults and discards.
     pub fn discard(&self, start: u64, len: u64) -> Result<(), Errno> {
-        let (end, mut memory) = self.lock_range(start, len, Holes::Refused)?;
+        let end = user_range(start, len)?;
+        let memory = self.shared();
+        if !memory.covers(start, end) {
+            return Err(Errno::NoMem);
+        }
         let pages = memory.unmap_pages(start, end);
-        self.flush_then_free(start, end, pages, Vec::new());
+        self.flush_then_free(memory, (start, end), pages, Vec::new());
         Ok(())
     }
 }

@@ -6,9 +6,7 @@ use alloc::vec::Vec;
 
 use abi::{Errno, PAGE_SIZE, USER_END};
 
-use spin::MutexGuard;
-
-use super::{AddressSpace, Memory, region::Region};
+use super::{AddressSpace, Memory, region::Region, sync::WriteGuard};
 use crate::memory::heap;
 
 /// Where `mmap` without a fixed address starts looking.
@@ -57,17 +55,18 @@ pub(super) enum Inside {
 }
 
 impl AddressSpace {
-    /// Step 1 of every range operation: checks `[start, start+len)` (see
-    /// [`user_range`]) and takes the lock; with [`Holes::Refused`], also that
-    /// regions cover the range. Returns the page-rounded end and the lock.
+    /// Step 1 of every range operation that changes regions: checks
+    /// `[start, start+len)` (see [`user_range`]) and takes the lock
+    /// exclusive; with [`Holes::Refused`], also that regions cover the
+    /// range. Returns the page-rounded end and the lock.
     pub(super) fn lock_range(
         &self,
         start: u64,
         len: u64,
         holes: Holes,
-    ) -> Result<(u64, MutexGuard<'_, Memory>), Errno> {
+    ) -> Result<(u64, WriteGuard<'_, Memory>), Errno> {
         let end = user_range(start, len)?;
-        let memory = self.memory.lock();
+        let memory = self.exclusive();
         if matches!(holes, Holes::Refused) && !memory.covers(start, end) {
             return Err(Errno::NoMem);
         }
@@ -183,7 +182,7 @@ impl Memory {
     }
 
     /// Whether regions cover all of `[start, end)`.
-    fn covers(&self, start: u64, end: u64) -> bool {
+    pub(super) fn covers(&self, start: u64, end: u64) -> bool {
         let mut covered = start;
         while covered < end {
             match self.region_at(covered) {

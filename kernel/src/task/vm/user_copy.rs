@@ -4,15 +4,20 @@
 use alloc::vec::Vec;
 
 use abi::{Errno, PAGE_SIZE, Prot, USER_END};
-use hal::{frames::Frame, page_table::OutOfFrames, phys};
+use hal::{
+    frames::Frame,
+    page_table::{Leaf, OutOfFrames},
+    phys,
+};
 
 use super::{
     Access, AddressSpace,
+    fault::Resolution,
     region::{Region, entry_flags, permits},
     regions::user_range,
 };
 use crate::{
-    memory::heap,
+    memory::{heap, shared_frames},
     tlb,
     vm_bug::{self, VmBug},
 };
@@ -20,6 +25,13 @@ use crate::{
 impl AddressSpace {
     /// Visits each page of `[va, va+len)` with the frame backing it (faulting
     /// it in if needed), checking the access against the regions.
+    ///
+    /// The region table is held shared, so another thread may discard a
+    /// page while the kernel copies it. The kernel reaches the frame through
+    /// its own mapping of physical memory, which no user TLB flush covers,
+    /// so the discard's flush would not wait for the copy: the copy *pins*
+    /// the frame (takes a reference) and then checks that the page still
+    /// maps it. Whichever of the two lets go last frees the frame.
     fn for_each_page(
         &self,
         va: u64,
@@ -32,7 +44,7 @@ impl AddressSpace {
             .filter(|&end| end <= USER_END)
             .ok_or(Errno::Fault)?;
         let resolve_for = resolved_as(access);
-        let mut memory = self.memory.lock();
+        let mut memory = self.shared();
         let mut cursor = va;
         while cursor < end {
             let page = cursor & !(PAGE_SIZE - 1);
@@ -40,9 +52,34 @@ impl AddressSpace {
             if !permits(found.1.prot, access) {
                 return Err(Errno::Fault);
             }
-            let frame = self
-                .resolve(&mut memory, page, found, resolve_for)
-                .map_err(|OutOfFrames| Errno::NoMem)?;
+            let flags = entry_flags(found.1.prot);
+            let frame = match self
+                .resolve(&memory, page, found, resolve_for)
+                .map_err(|OutOfFrames| Errno::NoMem)?
+            {
+                Resolution::Mapped(frame) => frame,
+                Resolution::Raced => continue,
+                Resolution::Busy { mark } => {
+                    drop(memory);
+                    self.settling.wait(mark);
+                    memory = self.shared();
+                    continue;
+                }
+                Resolution::Swapped => {
+                    drop(memory);
+                    self.swap_in(page, flags)
+                        .map_err(|OutOfFrames| Errno::NoMem)?;
+                    memory = self.shared();
+                    continue;
+                }
+            };
+            shared_frames::share(frame);
+            if !matches!(memory.table.leaf(page), Leaf::Present { frame: now, .. } if now == frame)
+            {
+                // Discarded between the lookup and the pin.
+                shared_frames::release(frame);
+                continue;
+            }
             let chunk_end = end.min(page + PAGE_SIZE);
             let done = (cursor - va) as usize;
             visit(
@@ -50,6 +87,7 @@ impl AddressSpace {
                 (cursor - page) as usize,
                 done..done + (chunk_end - cursor) as usize,
             );
+            shared_frames::release(frame);
             cursor = chunk_end;
         }
         Ok(())
@@ -100,7 +138,7 @@ impl AddressSpace {
     ) -> Result<(), Errno> {
         let end = user_range(start, len)?;
         {
-            let mut memory = self.memory.lock();
+            let mut memory = self.exclusive();
             if memory.overlaps(start, end) {
                 return Err(Errno::Inval);
             }
@@ -110,7 +148,7 @@ impl AddressSpace {
                 .insert(start, Region::private(end, Prot::READ | Prot::WRITE));
         }
         self.copy_out(start, contents)?;
-        let mut memory = self.memory.lock();
+        let mut memory = self.exclusive();
         if let Some(region) = memory.regions.get_mut(&start) {
             region.prot = prot;
         }
