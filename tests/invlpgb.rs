@@ -24,6 +24,8 @@
 //! - with that timing, each deliberate INVLPGB bug (`tlb.bug=`) is caught:
 //!   TLBSYNC skipped, a range one page short, the wrong stride (stale reads)
 //!   and a count above the CPU's limit (the #GP, explained);
+//! - the concurrency stress (`vmstress`) keeps every value with INVLPGB and
+//!   with IPIs, at 4 and 8 CPUs;
 //! - ring 3 gets #GP for INVLPGB, TLBSYNC and INVPCID, and a CPU model
 //!   without `+invlpgb` gets #UD;
 //! - setting CR4.PCIDE on a model without PCID (`-pcid`) is a #GP.
@@ -308,6 +310,44 @@ fn fork_and_the_cve_reproducer_hold_with_pcids() {
             "{label}\n{}",
             run.describe()
         );
+    }
+}
+
+/// Many CPUs in one address space with PCIDs: `vmstress` (see
+/// `tests/vm_concurrency.rs`) races faults, discards, remaps, unmaps,
+/// protection changes, page-outs and forks across the threads of one
+/// process, promoted and flushed by INVLPGB in `tlb=invlpgb`, by targeted
+/// IPIs in `tlb=ipi`, at 4 and 8 CPUs; every value read must be right and
+/// every frame given back.
+#[test]
+fn the_concurrency_stress_keeps_every_value_with_invlpgb_and_with_ipis() {
+    let Some(qemu) = patched_qemu() else { return };
+    for (mode, cpus) in [("invlpgb", 4), ("invlpgb", 8), ("ipi", 4)] {
+        let (run, label) = boot(
+            &qemu,
+            CPU,
+            cpus,
+            &format!("tlb={mode} exec=vmstress:20000,{cpus}"),
+        );
+        assert_success(&run, &label);
+        assert_eq!(
+            run.number("vmstress: ops=", "violations"),
+            0,
+            "{label}\n{}",
+            run.describe()
+        );
+        assert!(
+            run.printed("exec: frames not given back: 0, frames still shared: 0"),
+            "{label}\n{}",
+            run.describe()
+        );
+        if mode == "invlpgb" {
+            assert!(
+                run.number("tlb-counters: mode=invlpgb", "broadcast_ops") > 0,
+                "{label}: no INVLPGB was issued\n{}",
+                run.describe()
+            );
+        }
     }
 }
 

@@ -33,6 +33,16 @@ use crate::{
 /// The highest CPU count the runner can ask QEMU for.
 pub const MAX_CPUS: usize = 64;
 
+/// How many CPUs are online: `set_affinity` refuses the first one that is
+/// not. Leaves the caller on CPU 0.
+pub fn online_cpus() -> u64 {
+    let count = (1..MAX_CPUS as u64)
+        .find(|&cpu| sys::set_affinity(cpu).is_err())
+        .unwrap_or(MAX_CPUS as u64);
+    let _ = sys::set_affinity(0);
+    count
+}
+
 /// How long a sleeping helper naps before it checks whether to stop.
 const NAP_NS: u64 = 250_000_000;
 

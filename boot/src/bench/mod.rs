@@ -75,6 +75,27 @@ impl TlbMode {
     }
 }
 
+/// An address-space locking discipline (`vm.lock=`, see
+/// `kernel::vm_lock`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum VmLock {
+    /// Faults and discards share the address space; flushes outside the
+    /// lock; waiters block.
+    Fine,
+    /// One spinning lock per address space, held across every shootdown.
+    Coarse,
+}
+
+impl VmLock {
+    /// The value of `vm.lock=`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Fine => "fine",
+            Self::Coarse => "coarse",
+        }
+    }
+}
+
 /// Options every benchmark takes.
 #[derive(Debug, Args)]
 pub struct CommonArgs {

@@ -13,7 +13,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{
-    CommonArgs, TlbMode, distinct, parse_seconds,
+    CommonArgs, TlbMode, VmLock, distinct, parse_seconds,
     plan::{
         BREAKDOWN_KEYS, BREAKDOWN_METRICS, Config, Format, LATENCY_METRICS, Metric, Plan, Sample,
         Workload,
@@ -41,6 +41,12 @@ pub struct TlbFlush2Args {
         default_value = "ipi,broadcast-sw"
     )]
     modes: Vec<TlbMode>,
+    /// Address-space locking disciplines to compare (`vm.lock=`),
+    /// comma-separated: with more than one, every mode runs under each, and
+    /// the columns are named `LOCK+MODE` (the seed's four rows are
+    /// `--locks coarse,fine --modes ipi,invlpgb`).
+    #[arg(long, value_delimiter = ',', value_enum, default_value = "fine")]
+    locks: Vec<VmLock>,
     /// Tasks are processes (an address space each) instead of threads of
     /// one process.
     #[arg(long)]
@@ -104,9 +110,26 @@ fn check(plan: &Plan, sample: &Sample) -> Result<(), String> {
 pub fn plan(args: &TlbFlush2Args) -> Result<Plan, String> {
     distinct("tasks", &args.tasks, u32::to_string)?;
     distinct("modes", &args.modes, |mode| mode.name().to_string())?;
+    distinct("locks", &args.locks, |lock| lock.name().to_string())?;
     let extra = args
         .common
-        .kernel_options(&["tlb", "exec", "run", "test"])?;
+        .kernel_options(&["tlb", "vm.lock", "exec", "run", "test"])?;
+    // Each column: a mode under a discipline, named by the mode alone when
+    // only one discipline is compared.
+    let columns: Vec<(VmLock, TlbMode, String)> = args
+        .locks
+        .iter()
+        .flat_map(|&lock| {
+            args.modes.iter().map(move |&mode| {
+                let name = if args.locks.len() > 1 {
+                    format!("{}+{}", lock.name(), mode.name())
+                } else {
+                    mode.name().to_string()
+                };
+                (lock, mode, name)
+            })
+        })
+        .collect();
     let largest = args.tasks.iter().copied().max().unwrap_or(1);
     let cpus = args.smp.unwrap_or(largest);
     let kind = if args.processes {
@@ -122,12 +145,13 @@ pub fn plan(args: &TlbFlush2Args) -> Result<Plan, String> {
         .tasks
         .iter()
         .map(|tasks| {
-            args.modes
+            columns
                 .iter()
-                .map(|mode| Config {
+                .map(|(lock, mode, _)| Config {
                     cpus,
                     cmdline: [
                         format!("tlb={}", mode.name()),
+                        format!("vm.lock={}", lock.name()),
                         extra.clone(),
                         format!("exec=tlb_flush2:{kind},{tasks},{warm_up_ms},{measure_ms}"),
                     ]
@@ -155,11 +179,7 @@ pub fn plan(args: &TlbFlush2Args) -> Result<Plan, String> {
             .map(|tasks| vec![tasks.to_string()])
             .collect(),
         column_field: "mode",
-        columns: args
-            .modes
-            .iter()
-            .map(|mode| mode.name().to_string())
-            .collect(),
+        columns: columns.into_iter().map(|(_, _, name)| name).collect(),
         configs,
         repeat: args.common.repeat.into(),
         machine: args.common.machine.clone(),
@@ -221,31 +241,40 @@ fn seeds_direction(plan: &Plan, samples: &[Sample], key: &str) -> Option<String>
     if !plan.title.starts_with("tlb_flush2 threads") {
         return None;
     }
-    let ipi = plan.columns.iter().position(|column| column == "ipi")?;
     let index = plan.metric(key);
     let median = |row: usize, column: usize| {
         Spread::of(plan.values(samples, row, column, index)).map(|spread| spread.median)
+    };
+    // Each mode against `ipi` under the same discipline (`fine+invlpgb`
+    // against `fine+ipi`).
+    let ipi_of = |name: &str| {
+        let discipline = name.rfind('+').map_or("", |plus| &name[..=plus]);
+        let ipi = format!("{discipline}ipi");
+        plan.columns.iter().position(|column| *column == ipi)
     };
     let mut modes: Vec<AgainstIpi> = plan
         .columns
         .iter()
         .enumerate()
-        .filter(|(column, _)| *column != ipi)
-        .map(|(column, name)| AgainstIpi {
-            column,
-            name,
-            quotients: Vec::new(),
+        .filter_map(|(column, name)| {
+            let ipi = ipi_of(name).filter(|&ipi| ipi != column)?;
+            Some(AgainstIpi {
+                column,
+                ipi,
+                name,
+                quotients: Vec::new(),
+            })
         })
         .collect();
     for (row, values) in plan.rows.iter().enumerate() {
         let tasks: u32 = values.first()?.parse().ok()?;
-        let Some(base) = median(row, ipi).filter(|base| *base > 0.0) else {
-            continue;
-        };
         if tasks < 4 {
             continue;
         }
         for mode in &mut modes {
+            let Some(base) = median(row, mode.ipi).filter(|base| *base > 0.0) else {
+                continue;
+            };
             if let Some(value) = median(row, mode.column) {
                 mode.quotients.push((tasks, value / base));
             }
@@ -266,7 +295,10 @@ fn seeds_direction(plan: &Plan, samples: &[Sample], key: &str) -> Option<String>
         let at: Vec<String> = mode
             .quotients
             .iter()
-            .map(|(tasks, quotient)| format!("{name} / ipi {quotient:.2} at {tasks} tasks"))
+            .map(|(tasks, quotient)| {
+                let ipi = &plan.columns[mode.ipi];
+                format!("{name} / {ipi} {quotient:.2} at {tasks} tasks")
+            })
             .collect();
         lines.push(format!(
             "  {name}: {} ({})",
@@ -286,6 +318,8 @@ fn seeds_direction(plan: &Plan, samples: &[Sample], key: &str) -> Option<String>
 struct AgainstIpi<'plan> {
     /// The mode's column in the plan.
     column: usize,
+    /// The column of `ipi` under the same discipline.
+    ipi: usize,
     name: &'plan str,
     /// (tasks, median / ipi's median) for each row of 4 or more tasks
     /// where both were measured.
@@ -373,6 +407,30 @@ mod tests {
         );
         plan.title = String::from("tlb_flush2 processes, 4 CPUs, 3 s");
         assert_eq!(seeds_direction(&plan, &faster, "x"), None);
+    }
+
+    #[test]
+    fn under_two_disciplines_each_mode_is_compared_with_its_own_ipi() {
+        let columns = ["coarse+ipi", "coarse+invlpgb", "fine+ipi", "fine+invlpgb"];
+        let plan = threads_plan(&["4"], &columns);
+        let seeds_four_rows = [
+            sample(0, 0, 100.0),
+            sample(0, 1, 90.0),
+            sample(0, 2, 1000.0),
+            sample(0, 3, 1600.0),
+        ];
+        let verdict = seeds_direction(&plan, &seeds_four_rows, "x").unwrap();
+        assert!(
+            verdict.contains(
+                "coarse+invlpgb: does not hold (coarse+invlpgb / coarse+ipi 0.90 at 4 tasks)"
+            ),
+            "{verdict}"
+        );
+        assert!(
+            verdict.contains("fine+invlpgb: holds (fine+invlpgb / fine+ipi 1.60 at 4 tasks)"),
+            "{verdict}"
+        );
+        assert!(!verdict.contains("fine+ipi: "), "{verdict}");
     }
 
     #[test]

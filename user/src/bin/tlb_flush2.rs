@@ -71,7 +71,7 @@ use core::{
 
 use user::{
     abi::{PAGE_SIZE, Prot, TLB_COUNTER_NAMES, advice},
-    helpers::MAX_CPUS,
+    helpers::online_cpus,
     println,
     ratio::Ratio,
     sys,
@@ -407,16 +407,6 @@ fn start_task(
             .map(Running::Thread)
             .map_err(|_| "cannot start a task thread")
     }
-}
-
-/// How many CPUs are online: `set_affinity` refuses the first one that is
-/// not. Leaves the caller on CPU 0.
-fn online_cpus() -> u64 {
-    let count = (1..MAX_CPUS as u64)
-        .find(|&cpu| sys::set_affinity(cpu).is_err())
-        .unwrap_or(MAX_CPUS as u64);
-    let _ = sys::set_affinity(0);
-    count
 }
 
 fn run(setup: &Setup) -> Result<(), &'static str> {
