@@ -47,6 +47,7 @@
 
 pub mod console;
 pub mod helpers;
+pub mod random;
 pub mod ratio;
 pub mod raw;
 pub mod rt;

@@ -29,6 +29,7 @@ use user::{
     Errno,
     abi::{MapFlags, PAGE_SIZE, Prot, Syscall, USER_END},
     println,
+    random::Rng,
     raw::syscall4,
     sys, thread,
 };
@@ -57,29 +58,13 @@ struct Call {
     result: i64,
 }
 
-/// xorshift64*: small, fast, and the same sequence for the same seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound
-    }
-}
-
 /// An address: hostile most of the time, in the playground otherwise.
 fn address(rng: &mut Rng) -> u64 {
     match rng.below(10) {
         0 => 0xffff_8000_0000_0000 + rng.below(1 << 30),
         1 => USER_END + rng.below(1 << 20),
         2 => rng.below(PAGE_SIZE),
-        3 => rng.next(),
+        3 => rng.next_u64(),
         4 => (PLAYGROUND + rng.below(PLAYGROUND_SIZE)) | 1,
         _ => PLAYGROUND + rng.below(PLAYGROUND_SIZE / PAGE_SIZE) * PAGE_SIZE,
     }
@@ -100,7 +85,7 @@ fn length(rng: &mut Rng) -> u64 {
 /// Flags and protections: valid ones, and unknown bits.
 fn flags(rng: &mut Rng) -> u64 {
     match rng.below(4) {
-        0 => rng.next(),
+        0 => rng.next_u64(),
         1 => rng.below(8),
         2 => {
             (MapFlags::PRIVATE | MapFlags::ANONYMOUS).bits()

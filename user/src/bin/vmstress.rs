@@ -44,7 +44,9 @@ use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use user::{
     abi::{Errno, MapFlags, PAGE_SIZE, Prot, advice},
     helpers::online_cpus,
-    println, sys, thread,
+    println,
+    random::Rng,
+    sys, thread,
 };
 
 user::entry!(main);
@@ -105,27 +107,11 @@ fn violation(args: core::fmt::Arguments) {
     }
 }
 
-/// xorshift64*: a seeded, reproducible stream of operations per thread.
-struct Random(u64);
-
-impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, bound: usize) -> usize {
-        (self.next() % bound as u64) as usize
-    }
-}
-
 /// One thread's view: what it last wrote to its word of each page, and the
 /// page's zeroing count just before that write.
 struct Worker {
     me: usize,
-    random: Random,
+    random: Rng,
     seq: u64,
     written: [(u64, u64); ARENA_PAGES],
 }
@@ -173,8 +159,8 @@ impl Worker {
     }
 
     fn read_other(&mut self) {
-        let page = self.random.below(ARENA_PAGES);
-        let word = self.random.below(THREADS.load(Ordering::Relaxed));
+        let page = self.random.below(ARENA_PAGES as u64) as usize;
+        let word = self.random.below(THREADS.load(Ordering::Relaxed) as u64) as usize;
         // SAFETY: as in `write_own`.
         let value = unsafe { arena_word(page, word).read_volatile() };
         check_tag(page, word, value, "a thread");
@@ -183,14 +169,14 @@ impl Worker {
 
     /// A few arena pages from a random one on.
     fn some_pages(&mut self) -> (usize, usize) {
-        let first = self.random.below(ARENA_PAGES);
-        let count = (1 + self.random.below(8)).min(ARENA_PAGES - first);
+        let first = self.random.below(ARENA_PAGES as u64) as usize;
+        let count = (1 + self.random.below(8) as usize).min(ARENA_PAGES - first);
         (first, count)
     }
 
     fn discard_or_remap(&mut self, remap: bool) {
         let (first, count) = if remap {
-            (self.random.below(ARENA_PAGES), 1)
+            (self.random.below(ARENA_PAGES as u64) as usize, 1)
         } else {
             self.some_pages()
         };
@@ -258,7 +244,7 @@ impl Worker {
     fn step(&mut self) {
         match self.random.below(100) {
             0..40 => {
-                let page = self.random.below(ARENA_PAGES);
+                let page = self.random.below(ARENA_PAGES as u64) as usize;
                 self.write_own(page);
             }
             40..70 => self.read_other(),
@@ -346,9 +332,9 @@ fn child(seed: u64) -> i32 {
             bad += u32::from(!valid);
         }
     }
-    let mut random = Random(seed | 1);
+    let mut random = Rng(seed | 1);
     for _ in 0..8 {
-        let page = random.below(ARENA_PAGES);
+        let page = random.below(ARENA_PAGES as u64) as usize;
         let value = tag(page, CHILD_WORD, seed);
         // SAFETY: as above; the write breaks copy-on-write in the child.
         unsafe { arena_word(page, CHILD_WORD).write_volatile(value) };
@@ -394,7 +380,7 @@ fn run(me: usize, cpus: u64, ops: u64, seed: u64) -> u64 {
     let _ = sys::set_affinity(me as u64 % cpus);
     let mut worker = Worker {
         me,
-        random: Random(seed ^ (me as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),
+        random: Rng(seed ^ (me as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),
         seq: 0,
         written: [(0, 0); ARENA_PAGES],
     };
