@@ -4,8 +4,13 @@
 //! to wait. A waiter first retries for [`SPIN_ATTEMPTS`] rounds (most holds
 //! are short: one page-table entry, one region lookup), then registers on
 //! the lock's [`WaitQueue`] and blocks; every release wakes the registered
-//! waiters, which try again. A writer that blocks makes new readers wait
-//! behind it, so a stream of page faults cannot starve an `mmap`.
+//! waiters, which try again. So does a reader's failed attempt: `spin`'s
+//! `try_read` adds itself to the reader count before it sees the writer and
+//! takes itself off again, and a writer that looked in that moment may have
+//! blocked on a lock that then stays free with no release to wake it (a
+//! hang that `vmstress` at 8 CPUs found, about one run in four). A writer
+//! that blocks makes new readers wait behind it, so a stream of page faults
+//! cannot starve an `mmap`.
 //!
 //! A CPU with interrupts off cannot be woken, so there (and when
 //! [`Waiting::Spin`] asks for the old behaviour) the waiter spins.
@@ -65,9 +70,18 @@ impl<T> RwLock<T> {
     pub fn read(&self) -> ReadGuard<'_, T> {
         let guard = self.acquire(
             || {
-                (self.writers_blocked.load(Ordering::Acquire) == 0)
-                    .then(|| self.inner.try_read())
-                    .flatten()
+                if self.writers_blocked.load(Ordering::Acquire) != 0 {
+                    return None;
+                }
+                let guard = self.inner.try_read();
+                if guard.is_none() {
+                    // A failed `try_read` counts itself as a reader for a
+                    // moment before it undoes that. A writer that looked in
+                    // between saw a reader and may have blocked; nobody
+                    // else would wake it, so the undo is a release too.
+                    self.waiters.wake_all();
+                }
+                guard
             },
             || self.writers_blocked.load(Ordering::Acquire) == 0 && self.inner.writer_count() == 0,
             false,
