@@ -52,6 +52,9 @@ impl AddressSpace {
         access: Access,
     ) -> Result<Resolution, OutOfFrames> {
         let flags = entry_flags(region.prot);
+        // Before the entry is read: a busy entry that settles after the read
+        // moves the count past this mark, so a wait on it cannot miss that.
+        let mark = self.settling.mark();
         match memory.table.leaf(page) {
             Leaf::Present { frame, writable } => {
                 if access.write && !writable && region.shared.is_none() {
@@ -69,9 +72,7 @@ impl AddressSpace {
                 memory.table.map(page, frame, flags)?;
                 Ok(Resolution::Mapped(frame))
             }
-            Leaf::Busy => Ok(Resolution::Busy {
-                mark: self.settling.mark(),
-            }),
+            Leaf::Busy => Ok(Resolution::Busy { mark }),
             Leaf::Empty => {
                 let frame = match &region.shared {
                     Some(pages) => pages

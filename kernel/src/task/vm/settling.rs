@@ -28,7 +28,10 @@ impl Settling {
         }
     }
 
-    /// A mark to wait on, taken while the caller still sees the entry busy.
+    /// A mark to wait on, taken *before* the caller reads the entry that it
+    /// may find busy. Taken after, it could already count the settling the
+    /// caller means to wait for, and the wait would last until some other
+    /// entry settled, perhaps for ever.
     pub(super) fn mark(&self) -> u64 {
         self.settled.load(Ordering::Acquire)
     }
