@@ -138,10 +138,11 @@ impl Worker {
         // remap replaces a page in one step, never leaving a hole).
         unsafe { arena_word(page, self.me).write_volatile(value) };
         self.written[page] = (value, zeroings);
-        self.check_own(page);
+        self.check_own(page, "just now");
     }
 
-    fn check_own(&self, page: usize) {
+    /// `when`: "just now" right after the write, else "earlier".
+    fn check_own(&self, page: usize, when: &str) {
         let (expected, zeroings_before) = self.written[page];
         // SAFETY: as in `write_own`.
         let value = unsafe { arena_word(page, self.me).read_volatile() };
@@ -151,8 +152,16 @@ impl Worker {
         let zeroed_since =
             zeroings_before % 2 == 1 || ZEROINGS[page].load(Ordering::Acquire) != zeroings_before;
         if !(value == 0 && zeroed_since) {
+            // What the rest of the page holds tells a lost write (the other
+            // words are there) from a page that was replaced (all zero).
+            let others = (0..THREADS.load(Ordering::Relaxed))
+                .filter(|&word| word != self.me)
+                // SAFETY: as in `write_own`.
+                .filter(|&word| unsafe { arena_word(page, word).read_volatile() } != 0)
+                .count();
             violation(format_args!(
-                "thread {} wrote {expected:#x} to arena page {page} and read back {value:#x}",
+                "thread {} wrote {expected:#x} to arena page {page} {when} and read back \
+                 {value:#x} ({others} other words of the page are not zero)",
                 self.me
             ));
         }
@@ -164,7 +173,7 @@ impl Worker {
         // SAFETY: as in `write_own`.
         let value = unsafe { arena_word(page, word).read_volatile() };
         check_tag(page, word, value, "a thread");
-        self.check_own(page);
+        self.check_own(page, "earlier");
     }
 
     /// A few arena pages from a random one on.
