@@ -45,8 +45,4 @@ impl AtomicCpus {
     pub(crate) fn snapshot(&self, order: Ordering) -> CpuSet {
         CpuSet::from_words(core::array::from_fn(|word| self.words[word].load(order)))
     }
-
-    pub(crate) fn is_empty(&self, order: Ordering) -> bool {
-        self.words.iter().all(|word| word.load(order) == 0)
-    }
 }

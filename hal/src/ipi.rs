@@ -25,6 +25,20 @@
 //!   prints where it is stuck: its instruction pointer and backtrace (the
 //!   kernel's NMI handler asks [`answer_where_stuck`]).
 //!
+//! - **Waiting does not take the CPU it waits for.** A caller spins for
+//!   [`SPIN_BEFORE_HALT`] at most (on hardware an answer takes a few
+//!   microseconds, less than a halt and a wake-up would cost); then, if
+//!   interrupts are on, it halts, and the target that answers last sends it
+//!   an IPI on [`vectors::CALL_ANSWERED`]. On hardware that saves power and
+//!   gives a hyperthread sibling the core; under an emulator with more
+//!   vCPUs than host CPUs it is what lets the targets run at all, since a
+//!   spinning vCPU is a host thread that keeps its host CPU busy while the
+//!   target's thread waits for one. The caller's flag and the last answer
+//!   are a Dekker pair (each side stores, fences, then loads the other's),
+//!   so either the caller sees the answer and does not halt or the target
+//!   sees the flag and wakes it. `ipi.wait=spin` keeps the caller spinning,
+//!   for comparison ([`set_halting`]).
+//!
 //! The work runs with interrupts off on every CPU, the caller's included (as
 //! in an interrupt handler, which is where targets usually run it): it must
 //! be short and must not block.
@@ -39,7 +53,7 @@
 
 use core::{
     fmt,
-    sync::atomic::{AtomicU64, Ordering},
+    sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence},
     time::Duration,
 };
 
@@ -48,7 +62,7 @@ use tlb_types::CpuSet;
 use crate::{
     apic::{IpiKind, LocalApic},
     atomic_cpus::AtomicCpus,
-    cpu::without_interrupts,
+    cpu::{self, without_interrupts},
     percpu::{self, PerCpu},
     smp,
     time::{self, Deadline},
@@ -65,14 +79,36 @@ pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 /// emulated CPU may not run for a while on a busy host.
 const STUCK_REPORT_WAIT: Duration = Duration::from_secs(5);
 
+/// How long a caller spins for its answers before it halts: several IPI
+/// round trips on hardware, so that there a call rarely halts.
+pub const SPIN_BEFORE_HALT: Duration = Duration::from_micros(20);
+
 /// CPUs asked by NMI to report where they are stuck, until they have.
 static STUCK_REPORTS: AtomicCpus = AtomicCpus::new();
+
+/// Whether a waiting caller halts after [`SPIN_BEFORE_HALT`] (the default)
+/// or spins until answered.
+static HALT_WHILE_WAITING: AtomicBool = AtomicBool::new(true);
+
+/// [`vectors::CALL_ANSWERED`] interrupts taken, on all CPUs.
+static ANSWER_WAKEUPS: AtomicU64 = AtomicU64::new(0);
+
+/// Makes waiting callers halt (`true`, the default) or spin until answered
+/// (`false`, the kernel's `ipi.wait=spin`), from now on.
+pub fn set_halting(halt: bool) {
+    HALT_WHILE_WAITING.store(halt, Ordering::Relaxed);
+}
 
 /// One cross-CPU call, on the caller's stack, shared with its targets.
 pub struct CrossCall<'a> {
     work: &'a (dyn Fn() + Sync),
+    /// The calling CPU, which the last answer wakes if it halted.
+    caller: &'static PerCpu,
     /// Targets that have not finished `work` yet.
     pending: AtomicCpus,
+    /// How many of them: the caller waits until it is 0. Each target's
+    /// decrement is its last access to the call.
+    owed: AtomicUsize,
     /// The TSC when the last target began `work`, and when the last one
     /// finished it (each target raises them), for [`CallSteps`].
     last_started: AtomicU64,
@@ -164,7 +200,9 @@ pub fn call_on_within(
     let send_started = time::ticks();
     let call = CrossCall {
         work,
+        caller: me,
         pending: AtomicCpus::new(),
+        owed: AtomicUsize::new(remote.count()),
         last_started: AtomicU64::new(0),
         last_finished: AtomicU64::new(0),
         longest_work: AtomicU64::new(0),
@@ -232,24 +270,59 @@ fn post(me: &PerCpu, queued: QueuedCall, remote: &CpuSet) {
     }
 }
 
-/// Spins until every target of `call` has finished it, serving this CPU's
-/// own inbox meanwhile (two callers may be waiting for each other). After
-/// `timeout`, the targets that have not started are retracted: they are
-/// returned, and will never run it. (Inlined, as [`post`].)
+/// Waits until every target of `call` has finished it, serving this CPU's
+/// own inbox meanwhile (two callers may be waiting for each other): spins,
+/// then halts if it may (module docs). After `timeout`, the targets that
+/// have not started are retracted: they are returned, and will never run
+/// it. (Inlined, as [`post`].)
 #[inline(always)]
 fn wait_for_answers(call: &CrossCall<'_>, queued: QueuedCall, timeout: Duration) -> CpuSet {
     let deadline = Deadline::after(timeout);
+    let halt_after = (HALT_WHILE_WAITING.load(Ordering::Relaxed) && cpu::interrupts_enabled())
+        .then(|| Deadline::after(SPIN_BEFORE_HALT));
     let mut unanswered = CpuSet::new();
-    // Acquire pairs with the targets' Release removal: once a target is gone
-    // from `pending`, everything its `work` wrote is visible here.
-    while !call.pending.is_empty(Ordering::Acquire) {
+    // Acquire pairs with the targets' Release decrement: once `owed` is 0,
+    // everything their `work` wrote is visible here.
+    while call.owed.load(Ordering::Acquire) != 0 {
         serve_inbox();
         if deadline.has_passed() {
             retract(call, queued, &mut unanswered);
         }
-        core::hint::spin_loop();
+        match &halt_after {
+            // A tick ends the halt too, so the deadline is still checked.
+            Some(spun) if spun.has_passed() => halt_until_answered(call),
+            _ => core::hint::spin_loop(),
+        }
     }
     unanswered
+}
+
+/// Halts this CPU, the caller of `call`, unless its answers are all in or
+/// a call waits in its inbox; returns after any interrupt.
+fn halt_until_answered(call: &CrossCall<'_>) {
+    let me = call.caller;
+    cpu::disable_interrupts();
+    me.halted_for_answers.store(true, Ordering::Relaxed);
+    // The caller's side of the Dekker pair (module docs).
+    fence(Ordering::SeqCst);
+    if call.owed.load(Ordering::Acquire) != 0 && me.inbox.lock().is_empty() {
+        cpu::enable_interrupts_and_halt();
+    } else {
+        cpu::enable_interrupts();
+    }
+    me.halted_for_answers.store(false, Ordering::Relaxed);
+}
+
+/// The target's side: wakes `caller` if it halts waiting for answers. Only
+/// the caller's per-CPU block is read, which outlives every call.
+fn wake_if_halted(caller: &'static PerCpu) {
+    fence(Ordering::SeqCst);
+    if caller.halted_for_answers.load(Ordering::Relaxed)
+        && let Ok(apic) = LocalApic::get()
+    {
+        apic.send(caller.apic_id, IpiKind::Fixed(vectors::CALL_ANSWERED));
+        percpu::current().count_ipi_sent();
+    }
 }
 
 /// Sends each CPU in `cpus` an NMI asking it to print where it is, and
@@ -304,6 +377,7 @@ fn retract(call: &CrossCall<'_>, queued: QueuedCall, unanswered: &mut CpuSet) {
         if removed {
             unanswered.insert(cpu);
             call.pending.remove(cpu, Ordering::Release);
+            call.owed.fetch_sub(1, Ordering::Release);
         }
     }
 }
@@ -320,9 +394,13 @@ pub fn serve_inbox() {
         call.last_finished.fetch_max(finished, Ordering::Relaxed);
         call.longest_work
             .fetch_max(finished.saturating_sub(started), Ordering::Relaxed);
+        call.pending.remove(me.index, Ordering::Relaxed);
+        let caller = call.caller;
         // The last access to `call`: after this the caller may return (the
-        // Release also publishes the timestamps).
-        call.pending.remove(me.index, Ordering::Release);
+        // Release also publishes the timestamps and what `work` wrote).
+        if call.owed.fetch_sub(1, Ordering::Release) == 1 {
+            wake_if_halted(caller);
+        }
     }
 }
 
@@ -330,4 +408,21 @@ pub fn serve_inbox() {
 pub fn handle_call_ipi() {
     percpu::current().count_ipi_received();
     serve_inbox();
+}
+
+/// The handler of [`vectors::CALL_ANSWERED`]: the halt it ended was all it
+/// was for.
+pub fn handle_answered_ipi() {
+    percpu::current().count_ipi_received();
+    ANSWER_WAKEUPS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// How many halted callers an answer has woken since boot (all CPUs).
+pub fn answer_wakeups() -> u64 {
+    ANSWER_WAKEUPS.load(Ordering::Relaxed)
+}
+
+/// Whether `cpu` halts at this moment, waiting for its cross-call's answers.
+pub fn halted_for_answers(cpu: &PerCpu) -> bool {
+    cpu.halted_for_answers.load(Ordering::Relaxed)
 }

@@ -15,7 +15,7 @@
 //! are atomics or locked.
 
 use alloc::{boxed::Box, collections::VecDeque, sync::Arc};
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use spin::Mutex;
 use tlb_types::CpuId;
@@ -47,6 +47,9 @@ pub struct PerCpu {
     pub ipis_received: AtomicU64,
     /// Cross-CPU calls queued for this CPU, served by its IPI handler.
     pub(crate) inbox: Mutex<VecDeque<QueuedCall>>,
+    /// Set while this CPU halts waiting for the answers to its cross-call:
+    /// the target that answers last then wakes it (see [`crate::ipi`]).
+    pub(crate) halted_for_answers: AtomicBool,
     /// The context running here (see [`crate::context`]).
     pub(crate) running: Mutex<Option<Arc<dyn Runnable>>>,
     /// The context this CPU is switching away from, until the switch ends.
@@ -69,6 +72,7 @@ impl PerCpu {
             ipis_sent: AtomicU64::new(0),
             ipis_received: AtomicU64::new(0),
             inbox: Mutex::new(VecDeque::new()),
+            halted_for_answers: AtomicBool::new(false),
             running: Mutex::new(None),
             previous: Mutex::new(None),
             tss,

@@ -108,6 +108,7 @@ pub fn kernel_main(boot_info: &'static mut BootInfo, tests: Option<&'static Test
         }
     }
     crate::vm_lock::choose(options.vm_lock);
+    hal::ipi::set_halting(options.ipi_halt);
 
     let cpu = detect_cpu_features();
     let topology = acpi::discover(boot_info.rsdp_addr.into_option(), hal::phys::read_bytes)

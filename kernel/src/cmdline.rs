@@ -64,6 +64,9 @@ pub struct Options {
     pub vm_bug: Option<VmBug>,
     /// `vm.lock=`: how threads of one process share its address space.
     pub vm_lock: VmLock,
+    /// `ipi.wait=`: whether a cross-call's caller halts while it waits for
+    /// the answers (`true`) or spins.
+    pub ipi_halt: bool,
 }
 
 impl Default for Options {
@@ -78,6 +81,7 @@ impl Default for Options {
             quarantine_frames: 0,
             vm_bug: None,
             vm_lock: VmLock::Fine,
+            ipi_halt: true,
         }
     }
 }
@@ -177,6 +181,12 @@ const OPTIONS: &[OptionSpec] = &[
         values: "fine (default: shared faults and discards, flushes outside the lock, blocking waits) | \
                  coarse (one spinning lock held across every shootdown, for comparison)",
         apply: apply_vm_lock,
+    },
+    OptionSpec {
+        name: "ipi.wait",
+        values: "halt (default: a CPU waiting for cross-call answers spins briefly, then halts until \
+                 the last one wakes it) | spin (it spins until answered, for comparison)",
+        apply: apply_ipi_wait,
     },
     OptionSpec {
         name: "profile",
@@ -297,6 +307,15 @@ fn apply_vm_bug(options: &mut Options, value: &str) -> Result<(), ()> {
 
 fn apply_vm_lock(options: &mut Options, value: &str) -> Result<(), ()> {
     options.vm_lock = entry_named(VM_LOCKS, value)?;
+    Ok(())
+}
+
+fn apply_ipi_wait(options: &mut Options, value: &str) -> Result<(), ()> {
+    options.ipi_halt = match value {
+        "halt" => true,
+        "spin" => false,
+        _ => return Err(()),
+    };
     Ok(())
 }
 

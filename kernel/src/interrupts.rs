@@ -31,6 +31,10 @@ pub fn dispatch(frame: &mut TrapFrame) {
             hal::ipi::handle_call_ipi();
             end_of_interrupt();
         }
+        vectors::CALL_ANSWERED => {
+            hal::ipi::handle_answered_ipi();
+            end_of_interrupt();
+        }
         vectors::RESCHEDULE => {
             percpu::current().count_ipi_received();
             end_of_interrupt();

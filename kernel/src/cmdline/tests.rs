@@ -32,6 +32,7 @@ fn parses_every_option() {
             quarantine_frames: 0,
             vm_bug: None,
             vm_lock: VmLock::Fine,
+            ipi_halt: true,
         })
     );
     let quarantine = |line| parse(line).map(|options| options.quarantine_frames);
@@ -57,6 +58,11 @@ fn parses_every_option() {
     assert_eq!(vm_lock("vm.lock=coarse"), Ok(VmLock::Coarse));
     assert_eq!(vm_lock("vm.lock=fine"), Ok(VmLock::Fine));
     assert!(vm_lock("vm.lock=medium").is_err());
+    let ipi_halt = |line| parse(line).map(|options| options.ipi_halt);
+    assert_eq!(ipi_halt(""), Ok(true));
+    assert_eq!(ipi_halt("ipi.wait=spin"), Ok(false));
+    assert_eq!(ipi_halt("ipi.wait=halt"), Ok(true));
+    assert!(ipi_halt("ipi.wait=doze").is_err());
     let profile = |line| parse(line).map(|options| options.profile_hz);
     assert_eq!(profile("profile=on"), Ok(Some(1000)));
     assert_eq!(profile("profile=4000"), Ok(Some(4000)));

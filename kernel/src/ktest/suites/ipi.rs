@@ -2,7 +2,7 @@
 
 use alloc::vec::Vec;
 use core::{
-    sync::atomic::{AtomicU64, AtomicUsize, Ordering},
+    sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
     time::Duration,
 };
 
@@ -74,6 +74,51 @@ pub fn round_trip_to_every_cpu() -> TestResult {
     Ok(())
 }
 
+/// A caller whose target keeps it waiting spins briefly, then halts, and
+/// the last answer wakes it with an IPI of its own (`hal::ipi`'s "waiting
+/// does not take the CPU it waits for"). The target holds its answer back
+/// until it sees the caller halted. A tick can end a halt just as the
+/// answer comes, and then no wake-up is owed, so one of a few tries must
+/// show the wake-up; a missing one shows in none.
+pub fn a_waiting_caller_halts_until_the_last_answer_wakes_it() -> TestResult {
+    const TRIES: usize = 5;
+    let me = percpu::current();
+    let Some(target) = online().iter().find(|&cpu| cpu != me.index) else {
+        return Ok(());
+    };
+    check!(
+        hal::cpu::interrupts_enabled(),
+        "in-kernel tests run with interrupts on"
+    );
+    let mut halted = 0;
+    let mut woken = 0;
+    for _ in 0..TRIES {
+        let wakeups_before = ipi::answer_wakeups();
+        let saw_halt = AtomicBool::new(false);
+        require_ok!(smp::call_on(&CpuSet::single(target), &|| {
+            let deadline = Deadline::after(Duration::from_secs(1));
+            while !ipi::halted_for_answers(me) && !deadline.has_passed() {
+                core::hint::spin_loop();
+            }
+            saw_halt.store(ipi::halted_for_answers(me), Ordering::Relaxed);
+        }));
+        halted += usize::from(saw_halt.load(Ordering::Relaxed));
+        woken += usize::from(ipi::answer_wakeups() > wakeups_before);
+    }
+    check_eq!(
+        halted,
+        TRIES,
+        "calls in which CPU {} halted while CPU {target} kept it waiting for a second",
+        me.index
+    );
+    check!(
+        woken >= 1,
+        "CPU {} halted in {TRIES} calls and no answer woke it",
+        me.index
+    );
+    Ok(())
+}
+
 pub fn concurrent_cross_calls_complete() -> TestResult {
     const ROUNDS: u64 = 100;
     let calls_made = AtomicU64::new(0);
@@ -136,7 +181,6 @@ pub fn local_calls_send_no_ipi() -> TestResult {
 /// short timeout and must get `Err` naming CPU 1, with its request
 /// retracted (CPU 1 must never run it afterwards).
 pub fn unanswered_call_is_retracted() -> TestResult {
-    use core::sync::atomic::AtomicBool;
     if online().count() < 3 {
         hal::println!("ipi: unanswered_call_is_retracted needs 3 CPUs; nothing to check");
         return Ok(());
