@@ -30,8 +30,8 @@
 //! from and of a thread of this process (a frame reached through a stale
 //! translation after it went to another page or process carries another
 //! tag); a thread's own word holds what it last wrote unless a discard or a
-//! remap of that page ran since (a lost write); a neighbour's scratch page
-//! holds what the neighbour wrote. Prints
+//! remap of that page ran since, or was still running (a lost write); a
+//! neighbour's scratch page holds what the neighbour wrote. Prints
 //! `vmstress: ops=N threads=T forks=F meets=M violations=V` (and the first
 //! violations) and exits with 0 when `V = 0`, 1 otherwise, 2 on bad
 //! arguments.
@@ -39,7 +39,7 @@
 #![no_std]
 #![no_main]
 
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
 
 use user::{
     abi::{Errno, MapFlags, PAGE_SIZE, Prot, advice},
@@ -71,9 +71,14 @@ const PROGRESS_EVERY: u64 = 5000;
 
 static THREADS: AtomicUsize = AtomicUsize::new(0);
 static VIOLATIONS: AtomicU64 = AtomicU64::new(0);
-/// Per arena page: twice the zeroing operations (discards and remaps)
-/// finished, plus one while one runs.
-static ZEROINGS: [AtomicU64; ARENA_PAGES] = [const { AtomicU64::new(0) }; ARENA_PAGES];
+/// Per arena page: the zeroing operations (discards and remaps) started
+/// and finished so far. A write was zeroed legitimately if an operation
+/// that started before the check had not finished before the write:
+/// `started` at the check exceeds `finished` at the write. (One counter
+/// that is odd while an operation runs cannot say that: two that overlap
+/// make it even again, and a write between them looked lost.)
+static ZEROINGS_STARTED: [AtomicU64; ARENA_PAGES] = [const { AtomicU64::new(0) }; ARENA_PAGES];
+static ZEROINGS_FINISHED: [AtomicU64; ARENA_PAGES] = [const { AtomicU64::new(0) }; ARENA_PAGES];
 /// Threads that have arrived at each meeting point.
 static ARRIVED: AtomicU64 = AtomicU64::new(0);
 static FORKS: AtomicU64 = AtomicU64::new(0);
@@ -107,8 +112,8 @@ fn violation(args: core::fmt::Arguments) {
     }
 }
 
-/// One thread's view: what it last wrote to its word of each page, and the
-/// page's zeroing count just before that write.
+/// One thread's view: what it last wrote to its word of each page, and how
+/// many zeroing operations of the page had finished just before that write.
 struct Worker {
     me: usize,
     random: Rng,
@@ -133,24 +138,25 @@ impl Worker {
     fn write_own(&mut self, page: usize) {
         self.seq += 1;
         let value = tag(page, self.me, self.seq);
-        let zeroings = ZEROINGS[page].load(Ordering::Acquire);
+        let finished = ZEROINGS_FINISHED[page].load(Ordering::Acquire);
+        fence(Ordering::SeqCst);
         // SAFETY: the arena stays mapped read-write for the whole run (a
         // remap replaces a page in one step, never leaving a hole).
         unsafe { arena_word(page, self.me).write_volatile(value) };
-        self.written[page] = (value, zeroings);
+        self.written[page] = (value, finished);
         self.check_own(page, "just now");
     }
 
     /// `when`: "just now" right after the write, else "earlier".
     fn check_own(&self, page: usize, when: &str) {
-        let (expected, zeroings_before) = self.written[page];
+        let (expected, finished_before_write) = self.written[page];
         // SAFETY: as in `write_own`.
         let value = unsafe { arena_word(page, self.me).read_volatile() };
         if value == expected {
             return;
         }
-        let zeroed_since =
-            zeroings_before % 2 == 1 || ZEROINGS[page].load(Ordering::Acquire) != zeroings_before;
+        fence(Ordering::SeqCst);
+        let zeroed_since = ZEROINGS_STARTED[page].load(Ordering::Acquire) > finished_before_write;
         if !(value == 0 && zeroed_since) {
             // What the rest of the page holds tells a lost write (the other
             // words are there) from a page that was replaced (all zero).
@@ -191,7 +197,7 @@ impl Worker {
         };
         let pages = first..first + count;
         for page in pages.clone() {
-            ZEROINGS[page].fetch_add(1, Ordering::AcqRel);
+            ZEROINGS_STARTED[page].fetch_add(1, Ordering::AcqRel);
         }
         let start = arena_word(first, 0).cast::<u8>();
         let len = count * PAGE_SIZE as usize;
@@ -205,7 +211,7 @@ impl Worker {
             unsafe { sys::madvise(start, len, advice::DONTNEED) }
         };
         for page in pages {
-            ZEROINGS[page].fetch_add(1, Ordering::AcqRel);
+            ZEROINGS_FINISHED[page].fetch_add(1, Ordering::AcqRel);
         }
         if let Err(error) = result {
             violation(format_args!("discard or remap failed: {error:?}"));
