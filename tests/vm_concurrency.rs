@@ -106,16 +106,23 @@ fn a_table_installed_without_compare_exchange_is_caught() {
         "{label}\n{}",
         run.describe()
     );
-    let caught = run
+    // Which sign shows depends on the interleaving: a thread whose TLB
+    // entry came from the overwritten table reads the lost page back as 0
+    // later (a violation, and the run fails); one that faulted again first
+    // maps the page afresh in the winning table, and only the leak of the
+    // overwritten table and its page shows.
+    let violations = run
         .value("vmstress: ops=", "violations")
-        .is_some_and(|v| v != "0")
-        || !run.printed("exec: frames not given back: 0,");
+        .is_some_and(|v| v != "0");
+    let leaked = !run.printed("exec: frames not given back: 0,");
     assert!(
-        caught,
+        violations || leaked,
         "{label}: a lost mapping went unnoticed\n{}",
         run.describe()
     );
-    assert_eq!(run.outcome, Outcome::Failure, "{label}\n{}", run.describe());
+    if violations {
+        assert_eq!(run.outcome, Outcome::Failure, "{label}\n{}", run.describe());
+    }
 }
 
 /// With `vm.bug=fill-busy-entry` a fault on a page whose copy-on-write

@@ -17,9 +17,9 @@
 //!   it, make it writable, `munmap` it (the scratch pages share a table of
 //!   their own, which goes when the last of them is unmapped);
 //! - every [`MEET_EVERY`] operations all threads meet: each maps its scratch
-//!   page afresh (all at once, into a table that does not exist yet, so
-//!   several CPUs create it together), writes it, and reads its
-//!   neighbour's, then all unmap theirs;
+//!   page afresh, then all write theirs at once (the first touches, into a
+//!   table that does not exist yet, so several CPUs create it together),
+//!   and each reads its neighbour's, then all unmap theirs;
 //! - at every [`FORK_EVERY`]th meeting the main thread forks: the child
 //!   checks every arena word it can see, writes its own tag into the arena
 //!   (copy-on-write breaks in the child) and exits, while every parent
@@ -293,7 +293,7 @@ fn meet(point: u64) {
     }
 }
 
-/// All threads map their scratch pages at once, each reads its
+/// All threads map their scratch pages, write them at once, each reads its
 /// neighbour's, and all unmap theirs (the table goes with the last). At
 /// every [`FORK_EVERY`]th meeting the main thread forks meanwhile, and then
 /// every thread writes its word of every arena page in the same order, so
@@ -301,15 +301,20 @@ fn meet(point: u64) {
 fn meeting(worker: &mut Worker, meeting: u64) {
     let threads = THREADS.load(Ordering::Relaxed);
     let value = tag(1, worker.me, meeting);
-    meet(3 * meeting - 2);
+    meet(4 * meeting - 3);
     let mapped = map_scratch(worker.me);
     if let Err(error) = mapped {
         violation(format_args!("meeting scratch mmap failed: {error:?}"));
-    } else {
-        // SAFETY: this thread's scratch page, just mapped read-write.
+    }
+    // The mmaps take turns (each holds the address space exclusive); the
+    // first touches, which create the table, should not: they start
+    // together, after all threads have mapped.
+    meet(4 * meeting - 2);
+    if mapped.is_ok() {
+        // SAFETY: this thread's scratch page, mapped read-write.
         unsafe { scratch(worker.me).cast::<u64>().write_volatile(value) };
     }
-    meet(3 * meeting - 1);
+    meet(4 * meeting - 1);
     let neighbour = (worker.me + 1) % threads;
     // SAFETY: every thread mapped its page before the meeting point, and
     // none unmaps it before the next one.
@@ -322,7 +327,7 @@ fn meeting(worker: &mut Worker, meeting: u64) {
     }
     let forking = meeting.is_multiple_of(FORK_EVERY);
     let child = (forking && worker.me == 0).then(|| start_child(meeting));
-    meet(3 * meeting);
+    meet(4 * meeting);
     // SAFETY: no thread reads the scratch pages before the next meeting.
     let _ = unsafe { sys::munmap(scratch(worker.me), PAGE_SIZE as usize) };
     if forking {
