@@ -4,10 +4,11 @@
 //! This is the mechanism every IPI-based TLB shootdown is built on. The
 //! caller queues one shared request in each target's inbox, sends each
 //! target an IPI on [`vectors::CROSS_CALL`], runs the function itself if it is a
-//! target, and waits until every target has removed itself from the
-//! request's `pending` set.
+//! target, and waits until every target has answered (the request's
+//! `owed` count is 0; `pending` says which targets have not, for retraction
+//! and reports).
 //!
-//! Three properties matter:
+//! Four properties matter:
 //! - **No IPI without a remote target.** Calling only yourself (or running on
 //!   the only online CPU) runs the function directly; the IPI counters stay
 //!   at zero. A kernel that IPIs itself, or an empty set, is wasting the most
@@ -48,7 +49,7 @@
 //! the hardware layer, where `unsafe` may live: the reference outlives the borrow checker's view
 //! of it, and [`call_on`] upholds the rule that makes it sound: it does not
 //! return while any CPU can still reach the request. Each target's last access
-//! is removing itself from `pending`; a target that does not answer in time
+//! is its decrement of `owed`; a target that does not answer in time
 //! is retracted from its inbox (under the inbox lock) before it could start.
 
 use core::{
@@ -125,7 +126,7 @@ pub struct CrossCall<'a> {
 ///   handler;
 /// - `handler`: the longest any target ran `work`, on its own clock;
 /// - `acknowledge`: from the last target's end of `work` until the caller,
-///   spinning, saw its answer;
+///   spinning or woken from its halt, saw its answer;
 /// - `own_work`: the caller's own run of `work`, when it is a target
 ///   (during delivery and the handlers).
 ///
