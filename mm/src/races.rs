@@ -1,6 +1,6 @@
 //! # The races, and the loom checks that prove them closed
 //!
-//! This module has no code: it explains the protocol's six races, the interleaving that
+//! This module has no code: it explains the protocol's seven races, the interleaving that
 //! breaks each one, and the loom tests (`mm/tests/loom/`) that check the real code of this
 //! crate against every interleaving and every weak-memory reordering the C11 model allows.
 //! Random stress on x86 hardly ever finds these bugs (they are store-to-load reorderings
@@ -121,6 +121,17 @@
 //! bit with a relaxed RMW, the caller waits with relaxed loads, the caller does not wait
 //! (each reported by loom as a causality violation on the freed page).
 //!
+//! ## 7. The waiting caller's halt
+//! A caller that has spun for its answers a while halts, and the target that answers last
+//! wakes it with an IPI of its own (the kernel's `hal::ipi`: a spinning vCPU would hold the
+//! host CPU its targets need). The caller stores "halted", fences, and halts only if an
+//! answer is still owed; the last target counts its answer, fences, and reads "halted".
+//! Without either fence this is the store-buffering pattern: each side reads the other's
+//! old value, the caller halts, nobody wakes it, and a shootdown waits for a timer tick (or,
+//! with no tick, for ever). The scenario models the halt as waiting for the wake-up alone.
+//! Test: `halt_vs_last_answer_is_safe`; rejected mutations: either fence left out (loom
+//! finds the caller waiting for ever).
+//!
 //! ## Limits of the proof
 //! * Scenarios are small (two or three CPUs, one flush) and explored under a **preemption
 //!   bound** (3, or 2 where noted): loom tries every interleaving with at most that many
@@ -145,12 +156,13 @@
 //! | 4 lazy vs return | `lazy_vs_return_is_safe` | 3 | 120 | 0.02 s |
 //! | 5 batch vs return | `batch_vs_return_is_safe` | 3 | 120 | 0.04 s |
 //! | 6 IPI handshake | `handshake_is_safe` | 3 | 101 | 0.02 s |
+//! | 7 halting caller | `halt_vs_last_answer_is_safe` | 3 | 71 | 0.02 s |
 //!
 //! The mutated twins and the interleaving at which loom rejects each: switch vs flush:
 //! `SwitchFenceAcqRel` 6, `BumpFenceAcqRel` 6, `GenerationReadBeforeCpuSet` 1,
 //! `SkipSwitchingCpus` 173; publication: `PublishGlobalAsidRelaxed` about 14 800 (6 s);
 //! transition: `TransitionIgnoresSwitching` 243; lazy: `SwitchFenceAcqRel` 6,
 //! `BumpFenceAcqRel` 6; batch: `BumpFenceAcqRel` 6; handshake: relaxed ack, relaxed wait and
-//! no wait all at the first. Scenario 2 also passes without any preemption bound
+//! no wait all at the first; halting caller: either fence left out, at the first. Scenario 2 also passes without any preemption bound
 //! (1 233 206 interleavings, 211 s), too slow for every CI run; scenario 3 at bound 3 did
 //! not finish within ten minutes (its SWITCHING wait is a spin loop).

@@ -117,6 +117,12 @@ pub enum Handshake {
     RelaxedWait,
     /// Mutation: the sender does not wait at all.
     NoWait,
+    /// Mutation of the halting wait (scenario 7): the caller halts without the fence
+    /// between storing its "halted" flag and loading the answers owed.
+    HaltWithoutCallerFence,
+    /// Mutation of the halting wait: the last target wakes without the fence between
+    /// counting its answer and loading the caller's flag.
+    HaltWithoutTargetFence,
 }
 
 /// Per-scenario hardware configuration.

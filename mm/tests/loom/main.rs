@@ -473,3 +473,97 @@ fn handshake_rejects_no_wait() {
     let s = handshake_setup(Handshake::NoWait);
     rejected("IPI handshake / no wait", 2, handshake, s, RACE);
 }
+
+// ---------------------------------------------------------------------------------------
+// 7. The waiting caller's halt (`hal::ipi::wait_for_answers`).
+
+/// A cross-call's caller, its brief spin over, halts until the last answer wakes it: it
+/// stores its "halted" flag, fences, and halts only if an answer is still owed; the last
+/// target counts its answer, fences, and wakes the caller if it saw the flag (the kernel's
+/// `halt_until_answered` and `wake_if_halted`). Here the wake-up IPI is a `woken` flag, and
+/// a halted caller waits for nothing else (no timer tick ends its halt), so an answer that
+/// it sleeps through leaves it waiting for ever, which loom reports when the caller is the
+/// only thread left and makes no progress. Each fence is one side of a Dekker pair: without
+/// either, both sides may read the other's old value.
+fn halt_vs_last_answer(setup: Setup) {
+    use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
+    let caller_fence = setup.cfg.handshake != Handshake::HaltWithoutCallerFence;
+    let target_fence = setup.cfg.handshake != Handshake::HaltWithoutTargetFence;
+    let owed = Arc::new(AtomicUsize::new(1));
+    let halted = Arc::new(AtomicBool::new(false));
+    let woken = Arc::new(AtomicBool::new(false));
+    let target = {
+        let (owed, halted, woken) = (owed.clone(), halted.clone(), woken.clone());
+        loom::thread::spawn(move || {
+            // The handler has run; counting the answer is the last access to the call.
+            if owed.fetch_sub(1, Ordering::Release) == 1 {
+                if target_fence {
+                    fence(Ordering::SeqCst);
+                }
+                if halted.load(Ordering::Relaxed) {
+                    woken.store(true, Ordering::Release);
+                }
+            }
+        })
+    };
+    while owed.load(Ordering::Acquire) != 0 {
+        halted.store(true, Ordering::Relaxed);
+        if caller_fence {
+            fence(Ordering::SeqCst);
+        }
+        if owed.load(Ordering::Acquire) != 0 {
+            while !woken.load(Ordering::Acquire) {
+                loom::thread::yield_now();
+            }
+        }
+        halted.store(false, Ordering::Relaxed);
+    }
+    target.join().unwrap();
+}
+
+fn halt_setup(handshake: Handshake) -> Setup {
+    Setup {
+        faults: &[],
+        cfg: Cfg {
+            handshake,
+            ..Cfg::IPI
+        },
+    }
+}
+
+/// What loom says when the halted caller waits for ever.
+const HALTED_FOR_EVER: &str = "maximum number of branches";
+
+#[test]
+fn halt_vs_last_answer_is_safe() {
+    explore(
+        "halting caller / last answer",
+        3,
+        halt_vs_last_answer,
+        halt_setup(Handshake::ReleaseAcquire),
+    );
+}
+
+#[test]
+fn halt_vs_last_answer_rejects_no_caller_fence() {
+    let s = halt_setup(Handshake::HaltWithoutCallerFence);
+    rejected(
+        "halting caller / no caller fence",
+        3,
+        halt_vs_last_answer,
+        s,
+        HALTED_FOR_EVER,
+    );
+}
+
+#[test]
+fn halt_vs_last_answer_rejects_no_target_fence() {
+    let s = halt_setup(Handshake::HaltWithoutTargetFence);
+    rejected(
+        "halting caller / no target fence",
+        3,
+        halt_vs_last_answer,
+        s,
+        HALTED_FOR_EVER,
+    );
+}
