@@ -132,6 +132,41 @@
 //! Test: `halt_vs_last_answer_is_safe`; rejected mutations: either fence left out (loom
 //! finds the caller waiting for ever).
 //!
+//! ## 8 to 11. The address space's locking (`mm/tests/loom/address_space.rs`)
+//! Threads of one process fault and discard pages at once: the kernel's region table is a
+//! reader-writer lock, page faults, `madvise(DONTNEED)` and the kernel's copies take it
+//! shared and change entries by atomic swap and compare-exchange, and each change drops the
+//! lock before its flush (`kernel/src/task/vm/mod.rs`). Four races of that design:
+//! * **8. Two discards of one page.** Both swap the entry out; one gets the frame. The one
+//!   that got nothing must still flush before it returns: its CPU (or another) may still
+//!   hold the translation the winner's flush has not reached, and its thread would read the
+//!   old frame, not zeroes, perhaps after the winner freed it. Runs the real flush on the
+//!   simulated machine. Test: `two_discards_are_safe`; rejected: the loser returns at once.
+//! * **9. A kernel copy into user memory versus a discard.** The kernel writes a system
+//!   call's result through its own window on physical memory, which no user TLB flush
+//!   covers, so the copy pins the frame (takes a reference) and then checks that the page
+//!   still maps it; the discard swaps the entry out, flushes (the generation bump ends with
+//!   a SeqCst fence) and releases its reference. Pin-then-check against take-then-release is
+//!   the store-buffering pattern, so the copy fences between its two steps as well: loom
+//!   found the kernel's copy without that fence (on x86 its locked increment is a full
+//!   barrier, in the language's model it is not). Test: `copy_vs_discard_is_safe`;
+//!   rejected: no reference, no check after it, no fence between them.
+//! * **10. `munmap`'s pruning versus a fault in a neighbouring region** whose entry lives
+//!   in the same last-level table. Pruning unlinks a table it found empty, and frees it
+//!   after the flush; only the exclusive lock keeps a fault from walking the table as it
+//!   goes, or mapping a page in it just before it is unlinked. Test:
+//!   `prune_vs_fault_is_safe`; rejected: pruning under the shared lock.
+//! * **11. `madvise(PAGEOUT)` versus a fault.** Between taking a page out and recording its
+//!   swap slot, its entry is empty though the page has contents; a fault under the shared
+//!   lock would take it for a hole and map zeroes. PAGEOUT holds the lock exclusive
+//!   throughout. Test: `page_out_vs_fault_is_safe`; rejected: PAGEOUT under the shared
+//!   lock ("lost page").
+//!
+//! Scenarios 9 to 11 need no TLB: they model the kernel's steps on loom atomics, with the
+//! kernel's orderings, and loom's reader-writer lock stands in for the kernel's blocking
+//! one. They prove the discipline, not the kernel's code line by line; `vmstress`
+//! (`tests/vm_concurrency.rs`) runs the code itself, and the lock, on 4 and 8 CPUs.
+//!
 //! ## Limits of the proof
 //! * Scenarios are small (two or three CPUs, one flush) and explored under a **preemption
 //!   bound** (3, or 2 where noted): loom tries every interleaving with at most that many
@@ -157,12 +192,19 @@
 //! | 5 batch vs return | `batch_vs_return_is_safe` | 3 | 120 | 0.04 s |
 //! | 6 IPI handshake | `handshake_is_safe` | 3 | 101 | 0.02 s |
 //! | 7 halting caller | `halt_vs_last_answer_is_safe` | 3 | 71 | 0.02 s |
+//! | 8 two discards | `two_discards_are_safe` | 3 | 4 259 | 0.7 s |
+//! | 9 kernel copy vs discard | `copy_vs_discard_is_safe` | 3 | 59 | 0.002 s |
+//! | 10 prune vs fault | `prune_vs_fault_is_safe` | 3 | 5 | 0.0003 s |
+//! | 11 PAGEOUT vs fault | `page_out_vs_fault_is_safe` | 3 | 5 | 0.0003 s |
 //!
 //! The mutated twins and the interleaving at which loom rejects each: switch vs flush:
 //! `SwitchFenceAcqRel` 6, `BumpFenceAcqRel` 6, `GenerationReadBeforeCpuSet` 1,
 //! `SkipSwitchingCpus` 173; publication: `PublishGlobalAsidRelaxed` about 14 800 (6 s);
 //! transition: `TransitionIgnoresSwitching` 243; lazy: `SwitchFenceAcqRel` 6,
-//! `BumpFenceAcqRel` 6; batch: `BumpFenceAcqRel` 6; handshake: relaxed ack, relaxed wait and
-//! no wait all at the first; halting caller: either fence left out, at the first. Scenario 2 also passes without any preemption bound
+//! `BumpFenceAcqRel` 6; batch: `BumpFenceAcqRel` 6; handshake: relaxed ack, relaxed wait
+//! and no wait all at the first; halting caller: either fence left out, at the first. Two
+//! discards: the loser that returns at once, at the first; kernel copy: no reference, no
+//! check, no fence, each at the first; prune under the shared lock, at the second; PAGEOUT
+//! under the shared lock, at the ninth. Scenario 2 also passes without any preemption bound
 //! (1 233 206 interleavings, 211 s), too slow for every CI run; scenario 3 at bound 3 did
 //! not finish within ten minutes (its SWITCHING wait is a spin loop).

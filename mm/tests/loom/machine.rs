@@ -86,6 +86,8 @@ struct Machine {
     mailbox: [Option<Msg>; CPUS],
     /// Version from which on `mm`'s page is no longer mapped.
     unmapped_at: Option<u64>,
+    /// Whether a discard has taken `mm`'s page-table entry out (scenario 8).
+    entry_taken: bool,
     violations: Vec<String>,
 }
 
@@ -228,6 +230,27 @@ impl World {
             *v += 1;
             m.unmapped_at = Some(*v);
             *v
+        })
+    }
+
+    /// A discard takes `mm`'s page-table entry out by an atomic swap (scenario 8): the first
+    /// one gets the frame and unmaps the page, a later one swaps an empty entry for an empty
+    /// one. One step on the page tables, which are sequentially consistent in this model, as
+    /// the kernel's swap of the entry is. Returns whether this one took the frame, and the
+    /// new page-table version: each swap counts as a change, since each is followed by a
+    /// flush that bumps the generation, and a version is the generation its flush produces.
+    pub fn take_page_entry(&self) -> (bool, u64) {
+        let ctx = self.mm.ctx_id();
+        self.machine(|m| {
+            let v = m.pages.get_mut(&ctx).unwrap();
+            *v += 1;
+            let version = *v;
+            let took = !m.entry_taken;
+            if took {
+                m.entry_taken = true;
+                m.unmapped_at = Some(version);
+            }
+            (took, version)
         })
     }
 
@@ -396,10 +419,9 @@ impl Hw {
         self.interrupts_on();
     }
 
-    /// User code touches `mm`'s page: possible only through a translation from before the
-    /// unmap, which is then a read of the frame the flusher will free.
-    pub fn touch_page(&self) {
-        let stale = self.w.machine(|m| {
+    /// Whether this CPU runs `mm` with a translation of its page from before the unmap.
+    fn holds_unmapped_page(&self) -> bool {
+        self.w.machine(|m| {
             let Some((ctx, pcid)) = m.current[self.cpu] else {
                 return false;
             };
@@ -408,9 +430,29 @@ impl Hw {
                 && m.held[self.cpu]
                     .get(&pcid)
                     .is_some_and(|&(c, v)| c == ctx && v < unmapped)
-        });
-        if stale {
+        })
+    }
+
+    /// User code touches `mm`'s page: possible only through a translation from before the
+    /// unmap, which is then a read of the frame the flusher will free.
+    pub fn touch_page(&self) {
+        if self.holds_unmapped_page() {
             self.w.page.with(|_| ());
+        }
+    }
+
+    /// A system call that revoked `mm`'s page returns to user code on this CPU, which may
+    /// touch the page at once: it must find it gone, so a translation from before the unmap
+    /// is recorded as a violation (see [`World::check`]).
+    pub fn return_after_revoking(&self, call: &str) {
+        if self.holds_unmapped_page() {
+            let cpu = self.cpu;
+            self.w.machine(|m| {
+                m.violations.push(format!(
+                    "stale translation: CPU {cpu} returns from {call} still translating the \
+                     page it revoked"
+                ))
+            });
         }
     }
 }

@@ -10,6 +10,7 @@
 
 #![cfg(loom)]
 
+mod address_space;
 mod machine;
 
 use machine::{Cfg, Handshake, Hw, World};

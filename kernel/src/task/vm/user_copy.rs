@@ -2,6 +2,7 @@
 //! the program loader's regions, filled through the same path.
 
 use alloc::vec::Vec;
+use core::sync::atomic::{Ordering, fence};
 
 use abi::{Errno, PAGE_SIZE, Prot, USER_END};
 use hal::{
@@ -74,6 +75,14 @@ impl AddressSpace {
                 }
             };
             shared_frames::share(frame);
+            // The pin against a discard's take (an entry swap, then its flush's
+            // SeqCst fence, then the release) is the store-buffering pattern:
+            // without a full fence on this side too, the check below could
+            // still see the frame mapped while the discard's release missed
+            // the pin and freed it (loom scenario 9, `mm/src/races.rs`). On
+            // x86 the locked increment is a full barrier already; the fence
+            // makes it so for the language's memory model.
+            fence(Ordering::SeqCst);
             if !matches!(memory.table.leaf(page), Leaf::Present { frame: now, .. } if now == frame)
             {
                 // Discarded between the lookup and the pin.
