@@ -84,9 +84,17 @@ pub struct FrameAllocator<'bitmap> {
     bitmap: &'bitmap mut [u64],
     frame_count: usize,
     free_count: usize,
-    /// Where the next single-frame search starts (next-fit keeps searches
-    /// short and spreads reuse).
-    cursor: usize,
+    /// Every frame below this one is in use, so a search for one frame
+    /// starts here and finds the lowest free frame (first fit). Frees move it
+    /// down. Reusing the lowest frames keeps the frames in circulation few
+    /// and cache-warm: `tlb_flush2` takes 256 frames from the bitmap and
+    /// gives them back for every megabyte it maps, and a search that went on
+    /// from where the last one stopped (next fit, as this allocator did
+    /// before) walked it through all of memory, 176 MB/s of frames never
+    /// touched before. Under an emulator each of those costs the host a page
+    /// fault; a guest of 1 GiB ran the loop 40% slower than one of 512 MiB,
+    /// whose memory was all touched by then.
+    lowest_free: usize,
 }
 
 impl<'bitmap> FrameAllocator<'bitmap> {
@@ -104,7 +112,7 @@ impl<'bitmap> FrameAllocator<'bitmap> {
             bitmap,
             frame_count,
             free_count: 0,
-            cursor: 0,
+            lowest_free: 0,
         }
     }
 
@@ -119,6 +127,7 @@ impl<'bitmap> FrameAllocator<'bitmap> {
                 self.free_count += 1;
             }
         }
+        self.lowest_free = self.lowest_free.min(first);
     }
 
     /// Marks the frames overlapping `[start, end)` used.
@@ -139,10 +148,8 @@ impl<'bitmap> FrameAllocator<'bitmap> {
         if self.free_count == 0 {
             return None;
         }
-        let words = self.bitmap.len();
-        let start_word = self.cursor / BITS_PER_WORD;
-        for step in 0..=words {
-            let word_index = (start_word + step) % words;
+        let start_word = self.lowest_free / BITS_PER_WORD;
+        for word_index in start_word..self.bitmap.len() {
             let word = self.bitmap[word_index];
             if word == u64::MAX {
                 continue;
@@ -153,7 +160,7 @@ impl<'bitmap> FrameAllocator<'bitmap> {
             }
             self.set_used(frame, true);
             self.free_count -= 1;
-            self.cursor = frame + 1;
+            self.lowest_free = frame + 1;
             return Some(frame_address(frame));
         }
         None
@@ -204,6 +211,7 @@ impl<'bitmap> FrameAllocator<'bitmap> {
         assert!(self.is_used(index), "double free of frame {frame:?}");
         self.set_used(index, false);
         self.free_count += 1;
+        self.lowest_free = self.lowest_free.min(index);
     }
 
     /// How many frames are free.

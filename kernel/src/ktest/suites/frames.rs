@@ -37,6 +37,34 @@ pub fn free_makes_frame_reusable() -> TestResult {
     Ok(())
 }
 
+/// First fit: the lowest free frame goes first, so a workload that takes
+/// and gives back frames in turn keeps reusing the same few instead of
+/// walking through all of memory.
+pub fn reuses_the_lowest_free_frames() -> TestResult {
+    let mut bitmap = [0; 2];
+    let mut frames = FrameAllocator::new(&mut bitmap, 128);
+    frames.release_range(address(0), address(128));
+    let taken: [PhysAddr; 8] = core::array::from_fn(|_| frames.allocate().unwrap_or(address(0)));
+    check_eq!(taken, core::array::from_fn(address));
+    frames.free(taken[6]);
+    frames.free(taken[2]);
+    check_eq!(frames.allocate(), Some(taken[2]));
+    check_eq!(frames.allocate(), Some(taken[6]));
+    check_eq!(frames.allocate(), Some(address(8)));
+    for round in 0..4 {
+        for &frame in &taken {
+            frames.free(frame);
+        }
+        for (index, &frame) in taken.iter().enumerate() {
+            check!(
+                frames.allocate() == Some(frame),
+                "round {round}: frame {index} was not the one given back"
+            );
+        }
+    }
+    Ok(())
+}
+
 pub fn contiguous_runs_skip_holes() -> TestResult {
     let mut bitmap = [0; 2];
     let mut frames = FrameAllocator::new(&mut bitmap, 128);
