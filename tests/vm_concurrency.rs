@@ -25,7 +25,7 @@ fn vmstress(cpus: u32, options: &str) -> (Run, String) {
         .cpus(cpus)
         .cmdline(&cmdline)
         // A safety net for a slow, busy host; the program prints a progress
-        // line every 5000 operations of its main thread.
+        // line about every 5 s of its main thread's clock.
         .timeout(Duration::from_secs(900))
         .stall_timeout(Duration::from_secs(120));
     let run = machine::run(&config)

@@ -65,9 +65,13 @@ const MEET_EVERY: u64 = 200;
 const FORK_EVERY: u64 = 5;
 /// How many violations are printed in full.
 const PRINTED: u64 = 8;
-/// Operations of the main thread between two progress lines (a long run
-/// shows it is alive: the runner takes a silent emulator for a hung one).
-const PROGRESS_EVERY: u64 = 5000;
+/// Nanoseconds between two progress lines of the main thread (the first
+/// meeting after that long prints one): a long run shows it is alive, since the runner
+/// takes a silent emulator for a hung one. By the clock, not by a count of
+/// operations: under `vm.lock=coarse` on a busy host, 5000 operations took
+/// two minutes, and the test's stall limit was reached by a run that was
+/// only slow.
+const PROGRESS_NS: u64 = 5_000_000_000;
 
 static THREADS: AtomicUsize = AtomicUsize::new(0);
 static VIOLATIONS: AtomicU64 = AtomicU64::new(0);
@@ -404,12 +408,16 @@ fn run(me: usize, cpus: u64, ops: u64, seed: u64) -> u64 {
         seq: 0,
         written: [(0, 0); ARENA_PAGES],
     };
+    let mut last_progress = sys::clock().unwrap_or(0);
     for op in 1..=ops {
         worker.step();
-        if op.is_multiple_of(MEET_EVERY) {
-            meeting(&mut worker, op / MEET_EVERY);
+        if !op.is_multiple_of(MEET_EVERY) {
+            continue;
         }
-        if me == 0 && op.is_multiple_of(PROGRESS_EVERY) && op < ops {
+        meeting(&mut worker, op / MEET_EVERY);
+        let now = sys::clock().unwrap_or(last_progress);
+        if me == 0 && now - last_progress >= PROGRESS_NS && op < ops {
+            last_progress = now;
             println!(
                 "vmstress: {op}/{ops} operations of thread 0, {} violations so far",
                 VIOLATIONS.load(Ordering::Relaxed)
