@@ -110,7 +110,7 @@ fn every_system_call_succeeds_when_used_right() {
     let run = exec(4, "syscalls");
     assert!(!run.printed("FAIL "), "{}", run.describe());
     assert!(
-        run.printed("syscalls: 12 cases, 0 failed"),
+        run.printed("syscalls: 14 cases, 0 failed"),
         "{}",
         run.describe()
     );

@@ -6,92 +6,27 @@
 //! itself). The result comes back in `rax`: a value `>= 0` on success, or a
 //! negated [`Errno`] on failure.
 //!
-//! This crate is shared by the kernel and the user library so the two can
-//! never disagree about a number. Values follow Linux where Linux has one
-//! (errno values, `PROT_*`, `MAP_*`, `MADV_*`), so the programs read like the
-//! benchmarks they reproduce.
+//! The ABI is Linux's x86-64 one wherever Linux has the call: its numbers
+//! ([`Syscall`]), argument order and structures ([`Timespec`], the
+//! [`wait_status`] encoding), errno values, and `PROT_*`, `MAP_*`, `MADV_*`
+//! and `CLOCK_*` values, so a program written against Linux's manual pages
+//! makes the same calls here. The few calls Linux has no counterpart for
+//! are numbered from [`OWN_CALLS`] on. This crate is shared by the kernel
+//! and the user library so the two can never disagree about a number.
 
 #![no_std]
 #![forbid(unsafe_code)]
 
-/// System-call numbers.
-#[repr(u64)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Syscall {
-    /// `write(buf, len) -> len`: print bytes on the console.
-    Write = 0,
-    /// `exit(code) -> !`: end the whole process.
-    Exit = 1,
-    /// `thread_spawn(entry, stack_top, arg) -> tid`: start a thread in this
-    /// process at `entry(arg)` on the given stack.
-    ThreadSpawn = 2,
-    /// `thread_join(tid) -> value`: wait for a thread of this process.
-    ThreadJoin = 3,
-    /// `thread_exit(value) -> !`: end the calling thread.
-    ThreadExit = 4,
-    /// `yield() -> 0`: let another thread run.
-    Yield = 5,
-    /// `set_affinity(cpu) -> 0`: pin the calling thread to `cpu`, or allow
-    /// every CPU with [`ANY_CPU`]; it migrates at once.
-    SetAffinity = 6,
-    /// `cpu_id() -> cpu`: the CPU the caller runs on.
-    CpuId = 7,
-    /// `sleep(ns) -> 0`.
-    Sleep = 8,
-    /// `clock() -> ns`: nanoseconds since boot.
-    Clock = 9,
-    /// `mmap(addr, len, prot, flags) -> addr`: anonymous memory.
-    Mmap = 10,
-    /// `munmap(addr, len) -> 0`.
-    Munmap = 11,
-    /// `mprotect(addr, len, prot) -> 0`.
-    Mprotect = 12,
-    /// `madvise(addr, len, advice) -> 0`.
-    Madvise = 13,
-    /// `spawn(name, name_len, args, args_len) -> pid`: start a program.
-    Spawn = 14,
-    /// `wait(pid) -> exit code`: wait for a child process to end.
-    Wait = 15,
-    /// `tlb_stats(buf, len) -> bytes`: copy the TLB counters.
-    TlbStats = 16,
-    /// `getpid() -> pid`.
-    GetPid = 17,
-    /// `fork() -> pid`: a child process with a copy of the caller's memory
-    /// (private pages copy-on-write, `MAP_SHARED` regions shared) and one
-    /// thread, the caller's, which sees 0 returned; the parent sees the
-    /// child's pid, and may `wait` for it.
-    Fork = 18,
-}
+mod syscall;
+mod time;
+pub mod wait_status;
 
-impl Syscall {
-    /// Every system call, in number order.
-    pub const ALL: [Syscall; 19] = [
-        Self::Write,
-        Self::Exit,
-        Self::ThreadSpawn,
-        Self::ThreadJoin,
-        Self::ThreadExit,
-        Self::Yield,
-        Self::SetAffinity,
-        Self::CpuId,
-        Self::Sleep,
-        Self::Clock,
-        Self::Mmap,
-        Self::Munmap,
-        Self::Mprotect,
-        Self::Madvise,
-        Self::Spawn,
-        Self::Wait,
-        Self::TlbStats,
-        Self::GetPid,
-        Self::Fork,
-    ];
+pub use syscall::{OWN_CALLS, Syscall};
+pub use time::{Timespec, clock};
 
-    /// The system call with number `number`, if there is one.
-    pub fn from_number(number: u64) -> Option<Self> {
-        Self::ALL.get(usize::try_from(number).ok()?).copied()
-    }
-}
+/// The file descriptors `write` accepts: standard output and error, both
+/// the console.
+pub const CONSOLE_FDS: [u64; 2] = [1, 2];
 
 /// Error numbers (Linux values), returned negated in `rax`.
 #[repr(i64)]
@@ -103,6 +38,8 @@ pub enum Errno {
     NoEnt = 2,
     /// No such thread or process.
     Srch = 3,
+    /// Bad file descriptor.
+    BadF = 9,
     /// No child to wait for.
     Child = 10,
     /// Try again (a limit was reached).
@@ -126,6 +63,7 @@ impl Errno {
             1 => Self::Perm,
             2 => Self::NoEnt,
             3 => Self::Srch,
+            9 => Self::BadF,
             10 => Self::Child,
             11 => Self::Again,
             12 => Self::NoMem,
@@ -138,8 +76,15 @@ impl Errno {
     }
 }
 
-/// `set_affinity` argument: run on any CPU.
+/// "Any CPU": what the user library's `set_affinity` takes for a mask of
+/// every CPU, and how the kernel marks a thread that is not pinned.
 pub const ANY_CPU: u64 = u64::MAX;
+
+/// The CPUs a `sched_setaffinity` mask can name here: the kernel's limit
+/// (`tlb_types::MAX_CPUS`, which the kernel checks is the same). The mask
+/// is a bit per CPU, CPU 0 the lowest bit of the first byte; bits beyond
+/// are ignored, as Linux ignores CPUs it does not have.
+pub const AFFINITY_CPUS: usize = 256;
 
 bitflags::bitflags! {
     /// Page protections for `mmap` and `mprotect`: Linux's `PROT_*` bits.

@@ -9,7 +9,7 @@ use core::fmt::{self, Write};
 
 use abi::Syscall;
 
-use crate::raw::syscall2;
+use crate::raw::syscall3;
 
 /// Bytes collected before a `write`; longer output goes out in pieces.
 const LINE_BUFFER: usize = 256;
@@ -28,8 +28,9 @@ impl Buffered {
         // purpose (no `Result` conversion that could itself panic).
         // SAFETY: the kernel only reads the buffer, which we own.
         unsafe {
-            syscall2(
+            syscall3(
                 Syscall::Write as u64,
+                crate::sys::STDOUT,
                 pending.as_ptr() as u64,
                 pending.len() as u64,
             )

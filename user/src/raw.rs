@@ -1,4 +1,4 @@
-//! The `syscall` instruction itself, with 0 to 4 arguments.
+//! The `syscall` instruction itself, with 0 to 4 arguments, or 6.
 //!
 //! These return the kernel's raw result: `>= 0` on success, `-errno` on
 //! failure. They take the number as a plain `u64` so tests can make calls
@@ -88,6 +88,22 @@ pub unsafe fn syscall4(number: u64, a0: u64, a1: u64, a2: u64, a3: u64) -> i64 {
     unsafe {
         asm!("syscall", inlateout("rax") number => result,
              in("rdi") a0, in("rsi") a1, in("rdx") a2, in("r10") a3,
+             lateout("rcx") _, lateout("r11") _, options(nostack))
+    };
+    result
+}
+
+/// A system call with six arguments (`mmap`'s).
+///
+/// # Safety
+///
+/// See the [module documentation](self).
+pub unsafe fn syscall6(number: u64, a0: u64, a1: u64, a2: u64, a3: u64, a4: u64, a5: u64) -> i64 {
+    let result;
+    // SAFETY: as in `syscall0`.
+    unsafe {
+        asm!("syscall", inlateout("rax") number => result, in("rdi") a0, in("rsi") a1,
+             in("rdx") a2, in("r10") a3, in("r8") a4, in("r9") a5,
              lateout("rcx") _, lateout("r11") _, options(nostack))
     };
     result

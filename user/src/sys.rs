@@ -7,9 +7,9 @@
 //! re-protecting memory that references still point to, or starting a
 //! thread at an arbitrary address.
 
-use abi::{Errno, MapFlags, Prot, Syscall};
+use abi::{Errno, MapFlags, Prot, Syscall, Timespec};
 
-use crate::raw::{syscall0, syscall1, syscall2, syscall3, syscall4};
+use crate::raw::{syscall0, syscall1, syscall2, syscall3, syscall4, syscall6};
 
 /// Turns a raw result into `Ok(value)` or the error it encodes.
 ///
@@ -24,12 +24,17 @@ fn result(raw: i64) -> Result<u64, Errno> {
     }
 }
 
-/// Prints `bytes` on the console and returns how many were written.
+/// Standard output, the console.
+pub const STDOUT: u64 = 1;
+
+/// Prints `bytes` on the console (standard output) and returns how many
+/// were written.
 pub fn write(bytes: &[u8]) -> Result<usize, Errno> {
     // SAFETY: the kernel only reads the buffer, which the slice owns.
     let raw = unsafe {
-        syscall2(
+        syscall3(
             Syscall::Write as u64,
+            STDOUT,
             bytes.as_ptr() as u64,
             bytes.len() as u64,
         )
@@ -42,7 +47,7 @@ pub fn exit(code: i32) -> ! {
     // Passed zero-extended (`-1` is `0xffff_ffff`), so that `wait`'s result
     // is never negative and cannot be mistaken for an error.
     // SAFETY: ending the process cannot break anything in it.
-    unsafe { syscall1(Syscall::Exit as u64, u64::from(code as u32)) };
+    unsafe { syscall1(Syscall::ExitGroup as u64, u64::from(code as u32)) };
     // The kernel never returns from `exit`; if it did, die by a fault rather
     // than run on.
     // SAFETY: `ud2` raises an invalid-opcode exception and never continues.
@@ -73,7 +78,7 @@ pub fn thread_join(tid: u64) -> Result<u64, Errno> {
 /// Ends the calling thread; `value` goes to whoever joins it.
 pub fn thread_exit(value: u64) -> ! {
     // SAFETY: ending this thread cannot break the others.
-    unsafe { syscall1(Syscall::ThreadExit as u64, value) };
+    unsafe { syscall1(Syscall::Exit as u64, value) };
     // SAFETY: as in `exit`.
     unsafe { core::arch::asm!("ud2", options(noreturn)) }
 }
@@ -81,32 +86,62 @@ pub fn thread_exit(value: u64) -> ! {
 /// Lets another thread run on this CPU.
 pub fn yield_now() -> Result<(), Errno> {
     // SAFETY: touches no memory of this process.
-    result(unsafe { syscall0(Syscall::Yield as u64) }).map(drop)
+    result(unsafe { syscall0(Syscall::SchedYield as u64) }).map(drop)
 }
 
 /// Pins the calling thread to `cpu`, or lets it run anywhere with
-/// [`abi::ANY_CPU`]. The thread is on that CPU when this returns.
+/// [`abi::ANY_CPU`] (`sched_setaffinity` with a mask of that one CPU, or of
+/// all). The thread is on that CPU when this returns.
 pub fn set_affinity(cpu: u64) -> Result<(), Errno> {
-    // SAFETY: touches no memory of this process.
-    result(unsafe { syscall1(Syscall::SetAffinity as u64, cpu) }).map(drop)
+    let mut mask = [0u8; abi::AFFINITY_CPUS / 8];
+    if cpu == abi::ANY_CPU {
+        mask.fill(0xff);
+    } else {
+        let byte = mask.get_mut((cpu / 8) as usize).ok_or(Errno::Inval)?;
+        *byte = 1 << (cpu % 8);
+    }
+    // SAFETY: the kernel only reads the mask, which we own.
+    let raw = unsafe {
+        syscall3(
+            Syscall::SchedSetaffinity as u64,
+            0,
+            mask.len() as u64,
+            mask.as_ptr() as u64,
+        )
+    };
+    result(raw).map(drop)
 }
 
 /// The CPU the caller runs on (it may have moved by the time you look).
 pub fn cpu_id() -> Result<u64, Errno> {
-    // SAFETY: touches no memory of this process.
-    result(unsafe { syscall0(Syscall::CpuId as u64) })
+    let mut cpu = 0u32;
+    // SAFETY: the kernel writes one `u32`, into `cpu`.
+    let raw = unsafe { syscall3(Syscall::GetCpu as u64, &raw mut cpu as u64, 0, 0) };
+    result(raw).map(|_| u64::from(cpu))
 }
 
 /// Sleeps for at least `ns` nanoseconds.
 pub fn sleep(ns: u64) -> Result<(), Errno> {
-    // SAFETY: touches no memory of this process.
-    result(unsafe { syscall1(Syscall::Sleep as u64, ns) }).map(drop)
+    let request = Timespec::from_ns(ns).to_bytes();
+    // SAFETY: the kernel only reads the request, which we own.
+    result(unsafe { syscall2(Syscall::Nanosleep as u64, request.as_ptr() as u64, 0) }).map(drop)
 }
 
-/// Nanoseconds since boot, the same clock on every CPU.
+/// Nanoseconds since boot, the same clock on every CPU
+/// (`clock_gettime(CLOCK_MONOTONIC)`).
 pub fn clock() -> Result<u64, Errno> {
-    // SAFETY: touches no memory of this process.
-    result(unsafe { syscall0(Syscall::Clock as u64) })
+    let mut time = [0u8; Timespec::SIZE];
+    // SAFETY: the kernel writes a `Timespec`, into `time`.
+    let raw = unsafe {
+        syscall2(
+            Syscall::ClockGettime as u64,
+            abi::clock::MONOTONIC,
+            time.as_mut_ptr() as u64,
+        )
+    };
+    result(raw)?;
+    let time = Timespec::from_bytes(time);
+    Ok(time.seconds as u64 * 1_000_000_000 + time.nanoseconds as u64)
 }
 
 /// Maps `len` bytes (rounded up to whole pages) of fresh, zero-filled
@@ -137,12 +172,14 @@ pub fn mmap_shared(len: usize, prot: Prot) -> Result<*mut u8, Errno> {
 pub unsafe fn mmap(addr: u64, len: usize, prot: Prot, flags: MapFlags) -> Result<*mut u8, Errno> {
     // SAFETY: the caller upholds the contract above.
     let raw = unsafe {
-        syscall4(
+        syscall6(
             Syscall::Mmap as u64,
             addr,
             len as u64,
             prot.bits(),
             flags.bits(),
+            u64::MAX,
+            0,
         )
     };
     result(raw).map(|addr| addr as *mut u8)
@@ -205,11 +242,14 @@ pub fn spawn(name: &str, args: &str) -> Result<u64, Errno> {
     result(raw)
 }
 
-/// Waits for child process `pid` to end and returns its exit code (the
-/// 32 bits [`exit`] passed, read back as a signed number).
+/// Waits for child process `pid` to end and returns its exit code as a
+/// shell shows it: the low 8 bits [`exit`] passed, or 128 plus the signal
+/// that killed it (139 for a process killed for a bad access).
 pub fn wait(pid: u64) -> Result<i32, Errno> {
-    // SAFETY: waiting touches no memory of this process.
-    result(unsafe { syscall1(Syscall::Wait as u64, pid) }).map(|code| code as u32 as i32)
+    let mut status = 0i32;
+    // SAFETY: the kernel writes one `i32`, into `status`.
+    let raw = unsafe { syscall4(Syscall::Wait4 as u64, pid, &raw mut status as u64, 0, 0) };
+    result(raw).map(|_| abi::wait_status::shell_code(status))
 }
 
 /// Copies the kernel's TLB counters into `buffer`; returns the number of
@@ -225,6 +265,12 @@ pub fn tlb_stats(buffer: &mut [u8]) -> Result<usize, Errno> {
         )
     };
     result(raw).map(|written| written as usize)
+}
+
+/// The calling thread's id.
+pub fn gettid() -> Result<u64, Errno> {
+    // SAFETY: touches no memory of this process.
+    result(unsafe { syscall0(Syscall::GetTid as u64) })
 }
 
 /// This process's id.

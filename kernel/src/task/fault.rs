@@ -46,7 +46,7 @@ pub fn handle(frame: &mut TrapFrame, name: &str) {
         thread.tid,
         frame.rip
     );
-    process.kill(KILLED_EXIT_CODE);
+    process.kill_for_fault();
     drop(process);
     drop(thread);
     sched::exit_current(i64::from(KILLED_EXIT_CODE))

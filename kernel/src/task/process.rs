@@ -39,7 +39,7 @@ use hal::{context::ThreadStart, cpu::without_interrupts, trap::TrapFrame};
 
 /// The exit code of a process killed for a fault (128 + SIGSEGV, as shells
 /// report it).
-pub const KILLED_EXIT_CODE: i32 = 139;
+pub const KILLED_EXIT_CODE: i32 = 128 + abi::wait_status::SIGSEGV as i32;
 
 static NEXT_PID: AtomicU64 = AtomicU64::new(1);
 
@@ -79,6 +79,8 @@ impl Drop for ProcessSlot {
 #[derive(Default)]
 struct Status {
     exit_code: Option<i32>,
+    /// Set when a fault killed the process: how `wait4` reports its end.
+    killed: bool,
     waiters: Vec<Arc<Thread>>,
 }
 
@@ -204,6 +206,31 @@ impl Process {
 
     pub fn is_exiting(&self) -> bool {
         self.exiting.load(Ordering::Acquire)
+    }
+
+    /// Ends the process for a bad access of one of its threads, as Linux's
+    /// `SIGSEGV` would: exit code [`KILLED_EXIT_CODE`], and `wait4` says it
+    /// was killed by that signal.
+    pub fn kill_for_fault(&self) {
+        {
+            let mut status = self.status.lock();
+            if status.exit_code.is_none() {
+                status.exit_code = Some(KILLED_EXIT_CODE);
+                status.killed = true;
+            }
+        }
+        self.kill(KILLED_EXIT_CODE);
+    }
+
+    /// How `wait4` reports the end of this finished process, in Linux's
+    /// encoding.
+    pub fn wait_status(&self) -> i32 {
+        let status = self.status.lock();
+        if status.killed {
+            abi::wait_status::signalled(abi::wait_status::SIGSEGV)
+        } else {
+            abi::wait_status::exited(status.exit_code.unwrap_or(0))
+        }
     }
 
     /// Ends the process with `code`: every thread exits on its way back to

@@ -13,7 +13,7 @@ use core::{
     sync::atomic::{AtomicU64, Ordering},
 };
 
-use abi::{Errno, MapFlags, Prot, Syscall};
+use abi::{Errno, MapFlags, Prot, Syscall, Timespec};
 use mm::MAX_CPUS;
 
 use super::{
@@ -121,13 +121,13 @@ pub fn dispatch(frame: &mut TrapFrame) {
         // `exit_current` never returns, so this frame's references to the
         // thread and the process must go first: kept, they would keep both
         // (and the thread's kernel stack) alive forever.
-        Some(Syscall::Exit) => {
+        Some(Syscall::ExitGroup) => {
             let code = args[0] as i32;
             process.kill(code);
             drop((me, process));
             sched::exit_current(i64::from(code))
         }
-        Some(Syscall::ThreadExit) => {
+        Some(Syscall::Exit) => {
             drop((me, process));
             sched::exit_current(args[0] as i64)
         }
@@ -149,54 +149,92 @@ pub fn dispatch(frame: &mut TrapFrame) {
 /// each (the simplest inline).
 fn handle(
     call: Syscall,
-    [a0, a1, a2, a3, _, _]: [u64; 6],
+    [a0, a1, a2, a3, _, a5]: [u64; 6],
     me: &Arc<Thread>,
     process: &Arc<Process>,
 ) -> SyscallResult {
     let space = &process.space;
     match call {
-        Syscall::Write => write(space, a0, a1),
-        Syscall::ThreadSpawn => thread_spawn(process, a0, a1, a2),
-        Syscall::ThreadJoin => thread_join(me, process, a0),
-        Syscall::Yield => {
-            sched::yield_now();
-            Ok(0)
-        }
-        Syscall::SetAffinity => set_affinity(me, a0),
-        Syscall::CpuId => Ok(percpu::current().index as u64),
-        Syscall::Sleep => {
-            sched::sleep(a0);
-            Ok(0)
-        }
-        Syscall::Clock => Ok(time::now_ns()),
-        Syscall::Mmap => mmap(space, a0, a1, a2, a3),
-        Syscall::Munmap => space.unmap(a0, a1).map(|()| 0),
+        Syscall::Write => write(space, a0, a1, a2),
+        Syscall::Mmap => mmap(space, a0, a1, a2, a3, a5),
         Syscall::Mprotect => {
             let protection = Prot::from_bits(a2).ok_or(Errno::Inval)?;
             space.protect(a0, a1, protection).map(|()| 0)
+        }
+        Syscall::Munmap => space.unmap(a0, a1).map(|()| 0),
+        Syscall::SchedYield => {
+            sched::yield_now();
+            Ok(0)
         }
         Syscall::Madvise => match a2 {
             abi::advice::DONTNEED => space.discard(a0, a1).map(|()| 0),
             abi::advice::PAGEOUT => space.page_out(a0, a1).map(|()| 0),
             _ => Err(Errno::Inval),
         },
-        Syscall::Spawn => spawn(process, a0, a1, a2, a3),
-        Syscall::Wait => wait(process, a0),
-        Syscall::TlbStats => tlb_stats(space, a0, a1),
+        Syscall::Nanosleep => nanosleep(space, a0),
         Syscall::GetPid => Ok(process.pid),
-        Syscall::Exit | Syscall::ThreadExit | Syscall::Fork => {
+        Syscall::Wait4 => wait4(process, a0, a1, a2, a3),
+        Syscall::GetTid => Ok(me.tid),
+        Syscall::SchedSetaffinity => sched_setaffinity(me, space, a0, a1, a2),
+        Syscall::ClockGettime => clock_gettime(space, a0, a1),
+        Syscall::GetCpu => getcpu(space, a0, a1),
+        Syscall::ThreadSpawn => thread_spawn(process, a0, a1, a2),
+        Syscall::ThreadJoin => thread_join(me, process, a0),
+        Syscall::Spawn => spawn(process, a0, a1, a2, a3),
+        Syscall::TlbStats => tlb_stats(space, a0, a1),
+        Syscall::Exit | Syscall::ExitGroup | Syscall::Fork => {
             unreachable!("`dispatch` handles these itself")
         }
     }
 }
 
-/// `write(buffer, len)` to the console. Like Linux, a long write is a short
-/// write.
-fn write(space: &AddressSpace, buffer: u64, len: u64) -> SyscallResult {
+/// `write(fd, buffer, len)` to the console, the only file there is (as
+/// standard output and standard error). Like Linux, a long write is a
+/// short write.
+fn write(space: &AddressSpace, fd: u64, buffer: u64, len: u64) -> SyscallResult {
+    if !abi::CONSOLE_FDS.contains(&fd) {
+        return Err(Errno::BadF);
+    }
     let len = len.min(MAX_WRITE);
     let bytes = space.copy_in(buffer, len as usize)?;
     hal::print!("{}", Lossy(&bytes));
     Ok(len)
+}
+
+/// `nanosleep(request, remaining)`: sleeps for the duration at `request`.
+/// Nothing interrupts a sleep here, so `remaining` is never written.
+fn nanosleep(space: &AddressSpace, request: u64) -> SyscallResult {
+    let ns = read_timespec(space, request)?.to_ns().ok_or(Errno::Inval)?;
+    sched::sleep(ns);
+    Ok(0)
+}
+
+/// `clock_gettime(clock, time)`: every clock Linux lets a program read
+/// counts from boot here.
+fn clock_gettime(space: &AddressSpace, clock: u64, time: u64) -> SyscallResult {
+    if !abi::clock::ALL.contains(&clock) {
+        return Err(Errno::Inval);
+    }
+    space.copy_out(time, &Timespec::from_ns(time::now_ns()).to_bytes())?;
+    Ok(0)
+}
+
+/// `getcpu(cpu, node, _)`: the caller's CPU and NUMA node (always 0), each
+/// stored as a `u32` where the pointer is not null.
+fn getcpu(space: &AddressSpace, cpu: u64, node: u64) -> SyscallResult {
+    let here = percpu::current().index as u32;
+    for (pointer, value) in [(cpu, here), (node, 0)] {
+        if pointer != 0 {
+            space.copy_out(pointer, &value.to_le_bytes())?;
+        }
+    }
+    Ok(0)
+}
+
+fn read_timespec(space: &AddressSpace, at: u64) -> Result<Timespec, Errno> {
+    let bytes = space.copy_in(at, Timespec::SIZE)?;
+    let bytes: [u8; Timespec::SIZE] = bytes[..].try_into().map_err(|_| Errno::Fault)?;
+    Ok(Timespec::from_bytes(bytes))
 }
 
 /// `thread_spawn(entry, stack_top, arg)`: a new thread of `process` that
@@ -233,27 +271,68 @@ fn thread_join(me: &Thread, process: &Process, tid: u64) -> SyscallResult {
     Ok(value as u64)
 }
 
-/// `set_affinity(cpu)`: pins the calling thread to `cpu` (or unpins it with
-/// `ANY_CPU`), moving there at once.
-fn set_affinity(me: &Thread, cpu: u64) -> SyscallResult {
-    if cpu != abi::ANY_CPU && !smp::is_online(cpu) {
-        return Err(Errno::Inval);
+// A mask can name every CPU the kernel can have.
+const _: () = assert!(abi::AFFINITY_CPUS == MAX_CPUS);
+
+/// `sched_setaffinity(pid, len, mask)` for the calling thread (`pid` 0 or
+/// its own id): a mask of every online CPU lets it run anywhere, any other
+/// pins it to one CPU of the mask, the one it runs on if the mask has it
+/// (this scheduler knows no other sets; running on fewer CPUs than allowed
+/// is within the call's promise). The thread is there when the call returns.
+fn sched_setaffinity(
+    me: &Thread,
+    space: &AddressSpace,
+    pid: u64,
+    len: u64,
+    mask: u64,
+) -> SyscallResult {
+    if pid != 0 && pid != me.tid {
+        return Err(Errno::Srch);
     }
+    let bytes = (len as usize).min(abi::AFFINITY_CPUS / 8);
+    let mask = space.copy_in(mask, bytes)?;
+    let allowed = |cpu: usize| {
+        mask.get(cpu / 8)
+            .is_some_and(|byte| byte & (1 << (cpu % 8)) != 0)
+    };
+    let online = smp::online();
+    let here = percpu::current().index;
+    let cpu = if online.iter().all(allowed) {
+        abi::ANY_CPU
+    } else if allowed(here) {
+        here as u64
+    } else {
+        online
+            .iter()
+            .find(|&cpu| allowed(cpu))
+            .ok_or(Errno::Inval)? as u64
+    };
     me.set_affinity(cpu);
-    if cpu != abi::ANY_CPU && cpu != percpu::current().index as u64 {
+    if cpu != abi::ANY_CPU && cpu != here as u64 {
         // The scheduler queues us on the new CPU; we continue there.
         sched::yield_now();
     }
     Ok(0)
 }
 
-/// `mmap(addr, len, prot, flags)`: anonymous memory, private or shared,
-/// anywhere or at `addr` (`MAP_FIXED`). Returns where.
-fn mmap(space: &AddressSpace, addr: u64, len: u64, prot: u64, flags: u64) -> SyscallResult {
+/// `mmap(addr, len, prot, flags, fd, offset)`: anonymous memory, private
+/// or shared, anywhere or at `addr` (`MAP_FIXED`). Returns where. There
+/// are no files: a mapping without `MAP_ANONYMOUS` names no file there is.
+fn mmap(
+    space: &AddressSpace,
+    addr: u64,
+    len: u64,
+    prot: u64,
+    flags: u64,
+    offset: u64,
+) -> SyscallResult {
     let flags = MapFlags::from_bits(flags).ok_or(Errno::Inval)?;
+    if !flags.contains(MapFlags::ANONYMOUS) {
+        return Err(Errno::BadF);
+    }
     let sharing = flags & (MapFlags::SHARED | MapFlags::PRIVATE);
-    if !flags.contains(MapFlags::ANONYMOUS)
-        || (sharing != MapFlags::SHARED && sharing != MapFlags::PRIVATE)
+    if (sharing != MapFlags::SHARED && sharing != MapFlags::PRIVATE)
+        || !offset.is_multiple_of(abi::PAGE_SIZE)
     {
         return Err(Errno::Inval);
     }
@@ -282,13 +361,30 @@ fn spawn(process: &Process, name: u64, name_len: u64, args: u64, args_len: u64) 
     loader::spawn(&name, &args, Some(process.pid)).map(|child| child.pid)
 }
 
-/// `wait(pid)`: waits for the child `pid` to exit and returns its status.
-fn wait(process: &Process, pid: u64) -> SyscallResult {
+/// `wait4(pid, status, options, usage)`: waits for the child `pid` to end,
+/// stores how it ended at `status` and zeroes the `struct rusage` at `usage`
+/// (each if not null), and returns `pid`.
+fn wait4(process: &Process, pid: u64, status: u64, options: u64, usage: u64) -> SyscallResult {
+    /// `sizeof(struct rusage)` on x86-64.
+    const RUSAGE_SIZE: usize = 144;
+    // Only a given child, and no options: what this kernel's programs need
+    // (`-1`, any child, is Linux's too; it is not offered yet).
+    if pid as i64 <= 0 || options != 0 {
+        return Err(Errno::Inval);
+    }
     let child = Process::find(pid)
         .filter(|child| child.parent == Some(process.pid))
         .ok_or(Errno::Child)?;
-    let code = child.wait().ok_or(Errno::Srch)?;
-    Ok(code as u32 as u64)
+    child.wait().ok_or(Errno::Srch)?;
+    if status != 0 {
+        process
+            .space
+            .copy_out(status, &child.wait_status().to_le_bytes())?;
+    }
+    if usage != 0 {
+        process.space.copy_out(usage, &[0; RUSAGE_SIZE])?;
+    }
+    Ok(pid)
 }
 
 /// `tlb_stats(buffer, len)`: the machine's TLB counters, summed, as

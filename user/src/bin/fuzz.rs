@@ -27,10 +27,10 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use user::{
     Errno,
-    abi::{MapFlags, PAGE_SIZE, Prot, Syscall, USER_END},
+    abi::{MapFlags, OWN_CALLS, PAGE_SIZE, Prot, Syscall, USER_END},
     println,
     random::Rng,
-    raw::syscall4,
+    raw::syscall6,
     sys, thread,
 };
 
@@ -103,9 +103,10 @@ const KERNEL_ADDRESS: u64 = 0xffff_8000_0000_0000;
 fn one_call(rng: &mut Rng, index: u64) -> Option<Call> {
     let count = Syscall::ALL.len() as u64;
     let number = match rng.below(count + 1) {
-        // A number past the last call, to be refused with ENOSYS.
-        n if n == count => count + rng.below(1000),
-        n => n,
+        // Any number up to a little past this kernel's own: mostly Linux
+        // calls this kernel does not have, to be refused with ENOSYS.
+        n if n == count => rng.below(OWN_CALLS + 64),
+        n => Syscall::ALL[n as usize] as u64,
     };
     let args = [address(rng), length(rng), flags(rng), flags(rng)];
     let args = match Syscall::from_number(number) {
@@ -113,19 +114,22 @@ fn one_call(rng: &mut Rng, index: u64) -> Option<Call> {
         // second fuzzer: skip, or only with arguments the kernel refuses.
         Some(
             Syscall::Exit
-            | Syscall::ThreadExit
+            | Syscall::ExitGroup
             | Syscall::ThreadJoin
-            | Syscall::Wait
+            | Syscall::Wait4
             | Syscall::Fork,
         ) => {
             return None;
         }
         Some(Syscall::ThreadSpawn) => [KERNEL_ADDRESS, args[1], args[2], 0],
-        Some(Syscall::Sleep) => [rng.below(100_000), 0, 0, 0],
+        // Random bytes in the playground could ask for years of sleep: only
+        // requests the kernel must refuse.
+        Some(Syscall::Nanosleep) => [KERNEL_ADDRESS | args[0], args[0], 0, 0],
         // Only buffers the kernel must refuse: a successful write of random
         // memory would flood the console.
-        Some(Syscall::Write) => [KERNEL_ADDRESS | args[0], args[1], 0, 0],
-        Some(Syscall::SetAffinity) => [rng.below(12) | (rng.below(2) * u64::MAX), 0, 0, 0],
+        Some(Syscall::Write) => [rng.below(4), KERNEL_ADDRESS | args[0], args[1], 0],
+        Some(Syscall::SchedSetaffinity) => [rng.below(2) * args[1], rng.below(64), args[0], 0],
+        Some(Syscall::ClockGettime) => [rng.below(12), args[0], 0, 0],
         // Keep spawns to names that do not exist (a real program would
         // outlive the fuzzer as a zombie nobody waits for).
         Some(Syscall::Spawn) => [args[0], args[1].min(64), args[2], args[3]],
@@ -134,7 +138,9 @@ fn one_call(rng: &mut Rng, index: u64) -> Option<Call> {
     // SAFETY: every address the call may write lies in the playground or
     // is refused by the kernel; the playground holds nothing this program
     // relies on.
-    let result = unsafe { syscall4(number, args[0], args[1], args[2], args[3]) };
+    // The fifth and sixth arguments are `mmap`'s file descriptor and offset,
+    // as for an anonymous mapping.
+    let result = unsafe { syscall6(number, args[0], args[1], args[2], args[3], u64::MAX, 0) };
     if result < 0 {
         ERRORS.fetch_add(1, Ordering::Relaxed);
     } else {

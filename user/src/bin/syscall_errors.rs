@@ -20,20 +20,25 @@
 //! - `NoMem`: `mprotect`/`madvise` on a range with nothing mapped;
 //! - `Srch`, `Inval`, `Child`, `NoEnt`: no such thread, CPU, child or
 //!   program;
-//! - `NoSys`: a system-call number that does not exist.
+//! - `Inval` also for a duration or clock Linux refuses (`nanosleep`,
+//!   `clock_gettime`);
+//! - `BadF`: a file descriptor that is not the console's (1 and 2), or a
+//!   mapping of a file (there are none);
+//! - `NoSys`: a system-call number that does not exist here, a Linux call
+//!   this kernel does not offer included.
 //!
-//! `exit`, `thread_exit`, `yield`, `cpu_id`, `clock`, `getpid`, `sleep` and
-//! `fork` have no argument that can be wrong, so they have no case here
-//! (`forks` checks what `fork` does).
+//! `exit`, `exit_group`, `sched_yield`, `getpid`, `gettid` and `fork` have
+//! no argument that can be wrong, so they have no case here (`forks` checks
+//! what `fork` does).
 
 #![no_std]
 #![no_main]
 
 use user::{
     Errno,
-    abi::{MapFlags, PAGE_SIZE, Prot, Syscall, USER_END, advice},
+    abi::{self, MapFlags, PAGE_SIZE, Prot, Syscall, Timespec, USER_END, advice},
     println,
-    raw::{syscall1, syscall2, syscall3, syscall4},
+    raw::{syscall1, syscall2, syscall3, syscall4, syscall6},
     sys,
 };
 
@@ -104,24 +109,30 @@ const fn case(name: &'static str, expected: Errno, call: fn(&Fixture) -> i64) ->
 
 /// Every case, grouped by system call.
 const CASES: &[Case] = &[
-    // write(buf, len)
+    // write(fd, buf, len)
+    case("write/no-such-fd", Errno::BadF, |f| {
+        call3(Syscall::Write, 3, f.read_write, 16)
+    }),
+    case("write/stdin", Errno::BadF, |f| {
+        call3(Syscall::Write, 0, f.read_write, 16)
+    }),
     case("write/kernel-buffer", Errno::Fault, |_| {
-        call2(Syscall::Write, KERNEL, 16)
+        call3(Syscall::Write, 1, KERNEL, 16)
     }),
     case("write/non-canonical-buffer", Errno::Fault, |_| {
-        call2(Syscall::Write, NON_CANONICAL, 16)
+        call3(Syscall::Write, 1, NON_CANONICAL, 16)
     }),
     case("write/unmapped-buffer", Errno::Fault, |f| {
-        call2(Syscall::Write, f.unmapped, 16)
+        call3(Syscall::Write, 1, f.unmapped, 16)
     }),
     case("write/no-access-buffer", Errno::Fault, |f| {
-        call2(Syscall::Write, f.no_access, 16)
+        call3(Syscall::Write, 1, f.no_access, 16)
     }),
     case("write/buffer-past-mapping", Errno::Fault, |f| {
-        call2(Syscall::Write, f.read_write, 2 * PAGE_SIZE)
+        call3(Syscall::Write, 1, f.read_write, 2 * PAGE_SIZE)
     }),
     case("write/length-wraps", Errno::Fault, |f| {
-        call2(Syscall::Write, f.read_write, u64::MAX)
+        call3(Syscall::Write, 1, f.read_write, u64::MAX)
     }),
     // thread_spawn(entry, stack_top, arg)
     case("thread_spawn/kernel-entry", Errno::Fault, |f| {
@@ -150,52 +161,99 @@ const CASES: &[Case] = &[
     case("thread_join/no-such-thread", Errno::Srch, |_| {
         call1(Syscall::ThreadJoin, NOBODY)
     }),
-    // set_affinity(cpu)
-    case("set_affinity/no-such-cpu", Errno::Inval, |_| {
-        call1(Syscall::SetAffinity, NOBODY)
+    // sched_setaffinity(pid, len, mask)
+    case("sched_setaffinity/no-such-cpu", Errno::Inval, |_| {
+        call3(
+            Syscall::SchedSetaffinity,
+            0,
+            LAST_CPU_ONLY.len() as u64,
+            LAST_CPU_ONLY.as_ptr() as u64,
+        )
+    }),
+    case("sched_setaffinity/empty-mask", Errno::Inval, |_| {
+        call3(
+            Syscall::SchedSetaffinity,
+            0,
+            0,
+            LAST_CPU_ONLY.as_ptr() as u64,
+        )
+    }),
+    case("sched_setaffinity/no-such-thread", Errno::Srch, |_| {
+        call3(
+            Syscall::SchedSetaffinity,
+            NOBODY,
+            LAST_CPU_ONLY.len() as u64,
+            LAST_CPU_ONLY.as_ptr() as u64,
+        )
+    }),
+    case("sched_setaffinity/kernel-mask", Errno::Fault, |_| {
+        call3(Syscall::SchedSetaffinity, 0, 8, KERNEL)
+    }),
+    // nanosleep(req, rem)
+    case("nanosleep/kernel-request", Errno::Fault, |_| {
+        call2(Syscall::Nanosleep, KERNEL, 0)
+    }),
+    case("nanosleep/negative", Errno::Inval, |_| {
+        call2(Syscall::Nanosleep, NEGATIVE_SECOND.as_ptr() as u64, 0)
+    }),
+    case("nanosleep/a-second-of-nanoseconds", Errno::Inval, |_| {
+        call2(Syscall::Nanosleep, BILLION_NANOSECONDS.as_ptr() as u64, 0)
+    }),
+    // clock_gettime(clock, tp)
+    case("clock_gettime/no-such-clock", Errno::Inval, |f| {
+        call2(Syscall::ClockGettime, 99, f.read_write)
+    }),
+    case("clock_gettime/kernel-buffer", Errno::Fault, |_| {
+        call2(Syscall::ClockGettime, abi::clock::MONOTONIC, KERNEL)
+    }),
+    case("clock_gettime/read-only-buffer", Errno::Fault, |f| {
+        call2(Syscall::ClockGettime, abi::clock::MONOTONIC, f.read_only)
+    }),
+    // getcpu(cpu, node, _)
+    case("getcpu/kernel-cpu", Errno::Fault, |_| {
+        call3(Syscall::GetCpu, KERNEL, 0, 0)
+    }),
+    case("getcpu/read-only-node", Errno::Fault, |f| {
+        call3(Syscall::GetCpu, 0, f.read_only, 0)
     }),
     // mmap(addr, len, prot, flags)
     case("mmap/zero-length", Errno::Inval, |_| {
-        call4(Syscall::Mmap, 0, 0, READ, PRIVATE_ANONYMOUS)
+        call_mmap(0, 0, READ, PRIVATE_ANONYMOUS)
     }),
     case("mmap/length-wraps", Errno::Inval, |_| {
-        call4(Syscall::Mmap, 0, u64::MAX, READ, PRIVATE_ANONYMOUS)
+        call_mmap(0, u64::MAX, READ, PRIVATE_ANONYMOUS)
     }),
     case("mmap/unknown-prot", Errno::Inval, |_| {
-        call4(Syscall::Mmap, 0, PAGE_SIZE, 0x8, PRIVATE_ANONYMOUS)
+        call_mmap(0, PAGE_SIZE, 0x8, PRIVATE_ANONYMOUS)
     }),
     case("mmap/unknown-flag", Errno::Inval, |_| {
-        call4(
-            Syscall::Mmap,
-            0,
-            PAGE_SIZE,
-            READ,
-            PRIVATE_ANONYMOUS | 0x1000,
-        )
+        call_mmap(0, PAGE_SIZE, READ, PRIVATE_ANONYMOUS | 0x1000)
     }),
-    case("mmap/not-anonymous", Errno::Inval, |_| {
-        call4(Syscall::Mmap, 0, PAGE_SIZE, READ, MapFlags::PRIVATE.bits())
+    case("mmap/not-anonymous", Errno::BadF, |_| {
+        call_mmap(0, PAGE_SIZE, READ, MapFlags::PRIVATE.bits())
+    }),
+    case("mmap/misaligned-offset", Errno::Inval, |_| {
+        // SAFETY: a new mapping anywhere, were it wrongly accepted.
+        unsafe {
+            syscall6(
+                Syscall::Mmap as u64,
+                0,
+                PAGE_SIZE,
+                READ,
+                PRIVATE_ANONYMOUS,
+                u64::MAX,
+                1,
+            )
+        }
     }),
     case("mmap/fixed-misaligned", Errno::Inval, |f| {
-        call4(
-            Syscall::Mmap,
-            f.unmapped + 1,
-            PAGE_SIZE,
-            READ,
-            FIXED_ANONYMOUS,
-        )
+        call_mmap(f.unmapped + 1, PAGE_SIZE, READ, FIXED_ANONYMOUS)
     }),
     case("mmap/fixed-kernel", Errno::Inval, |_| {
-        call4(Syscall::Mmap, KERNEL, PAGE_SIZE, READ, FIXED_ANONYMOUS)
+        call_mmap(KERNEL, PAGE_SIZE, READ, FIXED_ANONYMOUS)
     }),
     case("mmap/fixed-across-user-end", Errno::Inval, |_| {
-        call4(
-            Syscall::Mmap,
-            USER_END - PAGE_SIZE,
-            2 * PAGE_SIZE,
-            READ,
-            FIXED_ANONYMOUS,
-        )
+        call_mmap(USER_END - PAGE_SIZE, 2 * PAGE_SIZE, READ, FIXED_ANONYMOUS)
     }),
     // munmap(addr, len)
     case("munmap/misaligned", Errno::Inval, |f| {
@@ -267,9 +325,9 @@ const CASES: &[Case] = &[
             0,
         )
     }),
-    // wait(pid)
-    case("wait/not-a-child", Errno::Child, |_| {
-        call1(Syscall::Wait, NOBODY)
+    // wait4(pid, wstatus, options, rusage)
+    case("wait4/not-a-child", Errno::Child, |_| {
+        call4(Syscall::Wait4, NOBODY, 0, 0, 0)
     }),
     // tlb_stats(buf, len)
     case("tlb_stats/kernel-buffer", Errno::Fault, |_| {
@@ -283,6 +341,7 @@ const CASES: &[Case] = &[
     }),
     // numbers that name no system call
     case("unknown/999", Errno::NoSys, |_| unknown(999)),
+    case("unknown/linux-open", Errno::NoSys, |_| unknown(2)),
     case("unknown/max", Errno::NoSys, |_| unknown(u64::MAX)),
 ];
 
@@ -294,6 +353,30 @@ const FIXED_ANONYMOUS: u64 = MapFlags::FIXED
     .union(MapFlags::PRIVATE)
     .union(MapFlags::ANONYMOUS)
     .bits();
+
+/// A `sched_setaffinity` mask naming only the last CPU the kernel could
+/// have, which no test machine has.
+static LAST_CPU_ONLY: [u8; abi::AFFINITY_CPUS / 8] = {
+    let mut mask = [0; abi::AFFINITY_CPUS / 8];
+    mask[abi::AFFINITY_CPUS / 8 - 1] = 0x80;
+    mask
+};
+
+/// `nanosleep` requests Linux refuses with `EINVAL`.
+static NEGATIVE_SECOND: [u8; Timespec::SIZE] = timespec(-1, 0);
+static BILLION_NANOSECONDS: [u8; Timespec::SIZE] = timespec(0, 1_000_000_000);
+
+const fn timespec(seconds: i64, nanoseconds: i64) -> [u8; Timespec::SIZE] {
+    let mut bytes = [0; Timespec::SIZE];
+    let (low, high) = (seconds.to_le_bytes(), nanoseconds.to_le_bytes());
+    let mut i = 0;
+    while i < 8 {
+        bytes[i] = low[i];
+        bytes[8 + i] = high[i];
+        i += 1;
+    }
+    bytes
+}
 
 /// A program name that exists, for cases where something else is wrong.
 const HELLO: &str = "hello";
@@ -366,6 +449,12 @@ fn call3(syscall: Syscall, a0: u64, a1: u64, a2: u64) -> i64 {
 fn call4(syscall: Syscall, a0: u64, a1: u64, a2: u64, a3: u64) -> i64 {
     // SAFETY: see the comment above.
     unsafe { syscall4(syscall as u64, a0, a1, a2, a3) }
+}
+
+/// `mmap` as for an anonymous mapping: no file descriptor, offset 0.
+fn call_mmap(addr: u64, len: u64, prot: u64, flags: u64) -> i64 {
+    // SAFETY: see the comment above.
+    unsafe { syscall6(Syscall::Mmap as u64, addr, len, prot, flags, u64::MAX, 0) }
 }
 
 fn unknown(number: u64) -> i64 {

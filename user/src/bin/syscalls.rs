@@ -26,6 +26,7 @@ fn check(condition: bool, failure: &'static str) -> Outcome {
 const CASES: &[Case] = &[
     ("write", write),
     ("getpid", getpid),
+    ("gettid", gettid),
     ("clock_and_sleep", clock_and_sleep),
     ("yield", yield_),
     ("affinity_and_cpu_id", affinity_and_cpu_id),
@@ -35,6 +36,7 @@ const CASES: &[Case] = &[
     ("madvise_pageout", madvise_pageout),
     ("threads", threads),
     ("spawn_wait", spawn_wait),
+    ("wait_for_a_killed_child", wait_for_a_killed_child),
     ("tlb_stats", tlb_stats),
 ];
 
@@ -62,6 +64,16 @@ fn write() -> Outcome {
 
 fn getpid() -> Outcome {
     check(sys::getpid().is_ok_and(|pid| pid > 0), "no pid")
+}
+
+fn gettid() -> Outcome {
+    let mine = sys::gettid().map_err(|_| "gettid failed")?;
+    let handle = thread::spawn(|| sys::gettid().unwrap_or(0)).map_err(|_| "thread spawn failed")?;
+    let theirs = handle.join().map_err(|_| "join failed")?;
+    check(
+        mine > 0 && theirs > 0 && mine != theirs,
+        "two threads without distinct ids",
+    )
 }
 
 fn clock_and_sleep() -> Outcome {
@@ -166,6 +178,16 @@ fn spawn_wait() -> Outcome {
     check(
         sys::wait(child) == Ok(5),
         "wait did not return the child's exit code",
+    )
+}
+
+/// `wait4` reports a child killed for a bad access as killed by `SIGSEGV`,
+/// which a shell shows as 139.
+fn wait_for_a_killed_child() -> Outcome {
+    let child = sys::spawn("fault", "null").map_err(|_| "spawn failed")?;
+    check(
+        sys::wait(child) == Ok(139),
+        "wait did not report the child killed by SIGSEGV",
     )
 }
 
