@@ -20,10 +20,10 @@ pub enum Syscall {
     Munmap = 11,
     /// `sched_yield() -> 0`: let another thread run.
     SchedYield = 24,
-    /// `madvise(addr, len, advice) -> 0`: [`advice::DONTNEED`] and
-    /// [`advice::PAGEOUT`].
+    /// `madvise(addr, len, advice) -> 0`: [`advice::DONTNEED`](crate::advice::DONTNEED) and
+    /// [`advice::PAGEOUT`](crate::advice::PAGEOUT).
     Madvise = 28,
-    /// `nanosleep(req, rem) -> 0`: sleeps for the [`Timespec`] at `req`
+    /// `nanosleep(req, rem) -> 0`: sleeps for the [`Timespec`](crate::Timespec) at `req`
     /// (nothing interrupts a sleep here, so `rem` is never written).
     Nanosleep = 35,
     /// `getpid() -> pid`.
@@ -40,7 +40,7 @@ pub enum Syscall {
     Exit = 60,
     /// `wait4(pid, wstatus, options, rusage) -> pid`: waits for the child
     /// `pid` to end (`pid > 0`, `options` 0) and stores its status at
-    /// `wstatus` (if not null) as Linux encodes it ([`wait_status`]);
+    /// `wstatus` (if not null) as Linux encodes it ([`wait_status`](crate::wait_status));
     /// `rusage`, if not null, is zeroed (nothing is accounted).
     Wait4 = 61,
     /// `gettid() -> tid`.
@@ -53,7 +53,7 @@ pub enum Syscall {
     /// mask has it), where it is when the call returns.
     SchedSetaffinity = 203,
     /// `clock_gettime(clock, tp) -> 0`: stores the time at `tp` as a
-    /// [`Timespec`]. Every clock Linux offers for reading counts from boot
+    /// [`Timespec`](crate::Timespec). Every clock Linux offers for reading counts from boot
     /// here (there is no real-time clock).
     ClockGettime = 228,
     /// `exit_group(code) -> !`: ends the whole process.
@@ -74,7 +74,7 @@ pub enum Syscall {
     /// `execve`).
     Spawn = OWN_CALLS + 2,
     /// `tlb_stats(buf, len) -> bytes`: copy the TLB counters
-    /// ([`TLB_COUNTER_NAMES`]). This kernel's own.
+    /// ([`TLB_COUNTER_NAMES`](crate::TLB_COUNTER_NAMES)). This kernel's own.
     TlbStats = OWN_CALLS + 3,
 }
 
