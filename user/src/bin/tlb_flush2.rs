@@ -15,9 +15,9 @@
 //!   running on `tasks` CPUs, so every discard must reach the other CPUs:
 //!   by targeted IPIs, or, once the process is promoted to a global ASID
 //!   (4 CPUs by default with `tlb=broadcast-sw`), by broadcast;
-//! - `processes`: the other tasks are child processes (this program again,
-//!   as `tlb_flush2 task ...`), one address space each on one CPU: their
-//!   flushes stay local. The scaling baseline.
+//! - `processes`: the other tasks are child processes, forked as
+//!   will-it-scale's processes mode forks them, one address space each on
+//!   one CPU: their flushes stay local. The scaling baseline.
 //!
 //! The tasks are started first and wait (asleep) for a common *go* time,
 //! so that starting them is not slowed down by the flushes of those
@@ -51,23 +51,21 @@
 //! The kernel's counters are totals over all CPUs, so one task reads them:
 //! whichever first sees the window open, and whichever first sees it
 //! close (in processes mode, task 0, which is this program's main thread;
-//! the others cannot share memory with it). Neither a sleeping parent nor
+//! the forked tasks have copies of the window, not the window). Neither a sleeping parent nor
 //! one fixed task would do: this kernel only preempts threads in user
 //! mode, and these tasks live in the kernel, so a woken parent may not run
 //! until after the interval; and threads queue on their address space's
 //! lock, which is not fair, so one of them may wait for a long time.
 //!
-//! A process can tell its parent one thing: its exit status. So a task,
-//! thread or process alike, ends with a *status*: `COUNT_BASE + iterations`
-//! on success, a small number on failure (1; 101 for a panic).
+//! Each task ends with a *report*: its iterations plus one, or 0 if it
+//! failed. A thread returns it to the `join`; a process writes it into a
+//! page it shares with its parent (mapped `MAP_SHARED` before the forks),
+//! since an exit status carries only 8 bits to `wait4`, as on Linux.
 
 #![no_std]
 #![no_main]
 
-use core::{
-    fmt::{self, Write},
-    sync::atomic::{AtomicBool, AtomicU64, Ordering},
-};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use user::{
     abi::{PAGE_SIZE, Prot, TLB_COUNTER_NAMES, advice},
@@ -91,51 +89,27 @@ const CLOCK_INTERVAL_NS: u64 = 1_000_000;
 const START_ALLOWANCE_NS: u64 = 250_000_000;
 /// The most tasks one run starts.
 const MAX_TASKS: usize = 64;
-/// Task statuses from here up carry an iteration count.
-const COUNT_BASE: i32 = 1000;
+/// A task's report: its iterations plus one, or [`FAILED_TASK`].
+type Report = u64;
+/// The report of a task that failed (its reason is printed).
+const FAILED_TASK: Report = 0;
 /// The status of a task that failed (its reason is printed).
 const FAILED: i32 = 1;
 
 const USAGE: &str = "usage: tlb_flush2 <threads|processes> <tasks 1-64> <warm-up-ms> <measure-ms>";
 
 fn main(args: &str) -> i32 {
-    let words: [Option<&str>; 7] = {
+    let words: [Option<&str>; 5] = {
         let mut words = args.split_whitespace();
         core::array::from_fn(|_| words.next())
     };
     let number = |word: Option<&str>| word.and_then(|word| word.parse::<u64>().ok());
     match words {
         [
-            Some("task"),
-            Some(index),
-            Some(cpu),
-            Some(go),
-            Some(start),
-            Some(end),
-            None,
-        ] => match [index, cpu, go, start, end].map(|word| word.parse::<u64>()) {
-            [Ok(index), Ok(cpu), Ok(go_ns), Ok(start_ns), Ok(end_ns)] => task(
-                index,
-                cpu,
-                Schedule {
-                    go_ns,
-                    start_ns,
-                    end_ns,
-                },
-                None,
-            ),
-            _ => {
-                println!("tlb_flush2: bad task arguments '{args}'");
-                FAILED
-            }
-        },
-        [
             Some(kind @ ("threads" | "processes")),
             tasks,
             warm_up,
             measure,
-            None,
-            None,
             None,
         ] => match (number(tasks), number(warm_up), number(measure)) {
             (Some(tasks), Some(warm_up_ms), Some(measure_ms))
@@ -232,21 +206,34 @@ struct Schedule {
 }
 
 /// One task other than task 0: pinned to `cpu`, loops from the go time
-/// until the end and returns its status (see the module docs). A task
+/// until the end and returns its report (see the module docs). A task
 /// thread shares the `window` with task 0; a task process has none.
-fn task(index: u64, cpu: u64, schedule: Schedule, window: Option<&Window>) -> i32 {
+fn task(index: u64, cpu: u64, schedule: Schedule, window: Option<&Window>) -> Report {
     match count_iterations(cpu, schedule, window) {
-        Ok(iterations) => i32::try_from(iterations)
-            .ok()
-            .and_then(|iterations| iterations.checked_add(COUNT_BASE))
-            .unwrap_or_else(|| {
-                println!("tlb_flush2: task {index}: {iterations} iterations overflow the status");
-                FAILED
-            }),
+        Ok(iterations) => iterations + 1,
         Err(why) => {
             println!("tlb_flush2: task {index} on CPU {cpu}: {why}");
-            FAILED
+            FAILED_TASK
         }
+    }
+}
+
+/// Where task processes leave their reports: a page shared with the
+/// children (`MAP_SHARED`, so their writes land in the parent's frames),
+/// one word per task, 0 (failed) until the task reports.
+struct Reports(&'static [AtomicU64; MAX_TASKS]);
+
+impl Reports {
+    fn map() -> Result<Self, &'static str> {
+        let page = sys::mmap_shared(
+            size_of::<[AtomicU64; MAX_TASKS]>(),
+            Prot::READ | Prot::WRITE,
+        )
+        .map_err(|_| "cannot map the reports page")?;
+        // SAFETY: a fresh, zero-filled, page-aligned mapping of at least that
+        // size, never unmapped, so it lives as long as the process; zero
+        // bytes are a valid `AtomicU64`, and only atomics touch it.
+        Ok(Self(unsafe { &*page.cast::<[AtomicU64; MAX_TASKS]>() }))
     }
 }
 
@@ -348,64 +335,46 @@ struct Setup {
 /// A started task.
 enum Running {
     Thread(JoinHandle),
-    Process(u64),
+    Process { pid: u64, index: usize },
 }
 
 impl Running {
-    /// Waits for the task and returns its status.
-    fn status(self) -> i32 {
-        match self {
-            // Thread values carry a status's 32 bits, as exit codes do.
-            Self::Thread(handle) => handle.join().map_or(FAILED, |value| value as u32 as i32),
-            Self::Process(pid) => sys::wait(pid).unwrap_or(FAILED),
+    /// Waits for the task and returns its report.
+    fn report(self, reports: Option<&Reports>) -> Report {
+        match (self, reports) {
+            (Self::Thread(handle), _) => handle.join().unwrap_or(FAILED_TASK),
+            (Self::Process { pid, index }, Some(reports)) if sys::wait(pid) == Ok(0) => {
+                reports.0[index].load(Ordering::Acquire)
+            }
+            (Self::Process { .. }, _) => FAILED_TASK,
         }
     }
 }
 
-/// The task arguments `tlb_flush2 task ...`, formatted without a heap.
-struct TaskArgs {
-    bytes: [u8; 96],
-    len: usize,
-}
-
-impl Write for TaskArgs {
-    fn write_str(&mut self, text: &str) -> fmt::Result {
-        let end = self.len + text.len();
-        self.bytes
-            .get_mut(self.len..end)
-            .ok_or(fmt::Error)?
-            .copy_from_slice(text.as_bytes());
-        self.len = end;
-        Ok(())
-    }
-}
-
 fn start_task(
-    processes: bool,
+    reports: Option<&Reports>,
     index: u64,
     cpu: u64,
     schedule: Schedule,
 ) -> Result<Running, &'static str> {
-    if processes {
-        let mut args = TaskArgs {
-            bytes: [0; 96],
-            len: 0,
-        };
-        let Schedule {
-            go_ns,
-            start_ns,
-            end_ns,
-        } = schedule;
-        write!(args, "task {index} {cpu} {go_ns} {start_ns} {end_ns}")
-            .map_err(|_| "arguments too long")?;
-        let args = core::str::from_utf8(&args.bytes[..args.len]).map_err(|_| "bad arguments")?;
-        sys::spawn("tlb_flush2", args)
-            .map(Running::Process)
-            .map_err(|_| "cannot spawn a task process")
-    } else {
-        thread::spawn(move || task(index, cpu, schedule, Some(&WINDOW)) as u32 as u64)
+    let Some(reports) = reports else {
+        return thread::spawn(move || task(index, cpu, schedule, Some(&WINDOW)))
             .map(Running::Thread)
-            .map_err(|_| "cannot start a task thread")
+            .map_err(|_| "cannot start a task thread");
+    };
+    // SAFETY: in processes mode this program has one thread, the caller,
+    // and holds no lock: the child has everything it relies on.
+    match unsafe { sys::fork() } {
+        Ok(0) => {
+            let report = task(index, cpu, schedule, None);
+            reports.0[index as usize].store(report, Ordering::Release);
+            sys::exit(0)
+        }
+        Ok(pid) => Ok(Running::Process {
+            pid,
+            index: index as usize,
+        }),
+        Err(_) => Err("cannot fork a task process"),
     }
 }
 
@@ -420,10 +389,15 @@ fn run(setup: &Setup) -> Result<(), &'static str> {
         end_ns: start_ns + setup.measure_ns,
     };
 
+    let reports = if setup.processes {
+        Some(Reports::map()?)
+    } else {
+        None
+    };
     let mut others = [const { None }; MAX_TASKS];
     for (index, slot) in others.iter_mut().enumerate().take(setup.tasks).skip(1) {
         let index = index as u64;
-        *slot = Some(start_task(setup.processes, index, index % cpus, schedule)?);
+        *slot = Some(start_task(reports.as_ref(), index, index % cpus, schedule)?);
     }
     // Every task must be running before counting begins.
     let started_late = sys::clock().map_err(|_| "clock failed")? > start_ns;
@@ -438,9 +412,9 @@ fn run(setup: &Setup) -> Result<(), &'static str> {
         }
     };
     for task in others.into_iter().flatten() {
-        match task.status() {
-            status if status >= COUNT_BASE => iterations += (status - COUNT_BASE) as u64,
-            _ => failed_tasks += 1,
+        match task.report(reports.as_ref()) {
+            FAILED_TASK => failed_tasks += 1,
+            report => iterations += report - 1,
         }
     }
 
