@@ -406,14 +406,23 @@ fn cowrace_catches_the_two_2025_switch_mm_bugs() {
 }
 
 /// A deliberate INVLPGB bug must show as stale reads: the emulator kept a
-/// translation the kernel thought it had flushed.
+/// translation the kernel thought it had flushed. The bug lives on the
+/// broadcast path, which only a promoted address space takes, so these runs
+/// promote from 2 CPUs on (`tlb.promote=2`): a reader that a busy host
+/// starts late cannot keep the process on IPIs, where the bug cannot show.
 fn mutation_leaves_stale_reads(bug: &str) {
     let Some(qemu) = patched_qemu() else { return };
-    let (run, label) = coherence(&qemu, "invlpgb", Some(bug));
+    let (run, label) = coherence(&qemu, "invlpgb", Some(&format!("{bug} tlb.promote=2")));
     let summary = run
         .coherence()
         .unwrap_or_else(|| panic!("{label}: no summary\n{}", run.describe()));
     assert_eq!(summary.rounds, u64::from(ROUNDS), "{label}: {summary:?}");
+    let promotions = run.number("tlb-counters: ", "promotions");
+    assert!(
+        promotions > 0,
+        "{label}: never promoted to a global ASID, so no INVLPGB ran: {summary:?}\n{}",
+        run.describe()
+    );
     assert!(
         summary.stale_reads > 0,
         "{label}: the emulator did not catch {bug}: {summary:?}"
