@@ -30,6 +30,7 @@
 //!   without `+invlpgb` gets #UD;
 //! - setting CR4.PCIDE on a model without PCID (`-pcid`) is a #GP.
 
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use boot::machine::{self, Config, Outcome, Qemu, Run};
@@ -42,6 +43,21 @@ const PREFIX_VARIABLE: &str = "SHOOTDOWN_QEMU_INVLPGB";
 const CPU: &str = "EPYC-Milan,+invlpgb";
 /// The same with every remote invalidation held until the issuer's TLBSYNC.
 const CPU_HELD: &str = "EPYC-Milan,+invlpgb,x-invlpgb-hold-until-sync=on";
+
+/// Held by the runs that boot many busy vCPUs (the in-kernel suites, the
+/// concurrency stress, cowrace) and by the INVLPGB mutation runs, so that
+/// no two of them share the host at once. In `.ci/run` the wrong-stride
+/// mutation, run beside them, saw no stale read in 100 million reads, three
+/// times in three, though it sees thousands alone or beside busy host
+/// threads; why is not understood yet (see the mutation runs' docs).
+static HEAVY: Mutex<()> = Mutex::new(());
+
+/// [`HEAVY`], whether or not a test that held it failed.
+fn heavy() -> MutexGuard<'static, ()> {
+    HEAVY
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// Rounds and pages of the coherence stress: every op covers 4 pages, so a
 /// range that misses one page, or steps by 2 MiB, leaves a stale page.
@@ -114,6 +130,7 @@ fn assert_success(run: &Run, label: &str) {
 /// Every in-kernel test at `cpus` CPUs, `tlb=auto`.
 fn kernel_suite(cpus: u32) {
     let Some(qemu) = patched_qemu() else { return };
+    let _heavy = heavy();
     let (run, label) = boot(&qemu, CPU, cpus, "run=tests");
     assert_invlpgb_banner(&run, &label);
     assert!(
@@ -322,6 +339,7 @@ fn fork_and_the_cve_reproducer_hold_with_pcids() {
 #[test]
 fn the_concurrency_stress_keeps_every_value_with_invlpgb_and_with_ipis() {
     let Some(qemu) = patched_qemu() else { return };
+    let _heavy = heavy();
     for (mode, cpus) in [("invlpgb", 4), ("invlpgb", 8), ("ipi", 4)] {
         let (run, label) = boot(
             &qemu,
@@ -384,6 +402,7 @@ fn cowrace_with(qemu: &Qemu, cpus: u32, bug: &str) -> (Run, String, u64) {
 #[test]
 fn cowrace_catches_the_two_2025_switch_mm_bugs() {
     let Some(qemu) = patched_qemu() else { return };
+    let _heavy = heavy();
     for cpus in [2, 4] {
         let (run, label, violations) = cowrace_with(&qemu, cpus, "");
         assert_eq!(
@@ -412,6 +431,7 @@ fn cowrace_catches_the_two_2025_switch_mm_bugs() {
 /// starts late cannot keep the process on IPIs, where the bug cannot show.
 fn mutation_leaves_stale_reads(bug: &str) {
     let Some(qemu) = patched_qemu() else { return };
+    let _heavy = heavy();
     let (run, label) = coherence(&qemu, "invlpgb", Some(&format!("{bug} tlb.promote=2")));
     let summary = run
         .coherence()
