@@ -37,11 +37,17 @@ impl Timespec {
         )
     }
 
-    /// The bytes user memory holds.
-    pub fn to_bytes(self) -> [u8; Self::SIZE] {
+    /// The bytes user memory holds (`const`, so tests can keep fixed
+    /// requests in statics).
+    pub const fn to_bytes(self) -> [u8; Self::SIZE] {
+        let (seconds, nanoseconds) = (self.seconds.to_le_bytes(), self.nanoseconds.to_le_bytes());
         let mut bytes = [0; Self::SIZE];
-        bytes[..8].copy_from_slice(&self.seconds.to_le_bytes());
-        bytes[8..].copy_from_slice(&self.nanoseconds.to_le_bytes());
+        let mut i = 0;
+        while i < 8 {
+            bytes[i] = seconds[i];
+            bytes[8 + i] = nanoseconds[i];
+            i += 1;
+        }
         bytes
     }
 

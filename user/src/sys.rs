@@ -140,8 +140,7 @@ pub fn clock() -> Result<u64, Errno> {
         )
     };
     result(raw)?;
-    let time = Timespec::from_bytes(time);
-    Ok(time.seconds as u64 * 1_000_000_000 + time.nanoseconds as u64)
+    Timespec::from_bytes(time).to_ns().ok_or(Errno::Inval)
 }
 
 /// Maps `len` bytes (rounded up to whole pages) of fresh, zero-filled

@@ -363,20 +363,16 @@ static LAST_CPU_ONLY: [u8; abi::AFFINITY_CPUS / 8] = {
 };
 
 /// `nanosleep` requests Linux refuses with `EINVAL`.
-static NEGATIVE_SECOND: [u8; Timespec::SIZE] = timespec(-1, 0);
-static BILLION_NANOSECONDS: [u8; Timespec::SIZE] = timespec(0, 1_000_000_000);
-
-const fn timespec(seconds: i64, nanoseconds: i64) -> [u8; Timespec::SIZE] {
-    let mut bytes = [0; Timespec::SIZE];
-    let (low, high) = (seconds.to_le_bytes(), nanoseconds.to_le_bytes());
-    let mut i = 0;
-    while i < 8 {
-        bytes[i] = low[i];
-        bytes[8 + i] = high[i];
-        i += 1;
-    }
-    bytes
+static NEGATIVE_SECOND: [u8; Timespec::SIZE] = Timespec {
+    seconds: -1,
+    nanoseconds: 0,
 }
+.to_bytes();
+static BILLION_NANOSECONDS: [u8; Timespec::SIZE] = Timespec {
+    seconds: 0,
+    nanoseconds: 1_000_000_000,
+}
+.to_bytes();
 
 /// A program name that exists, for cases where something else is wrong.
 const HELLO: &str = "hello";
