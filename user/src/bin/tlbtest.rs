@@ -130,6 +130,9 @@ fn promote_meeting(
         meeting.meet(Meeting::FLUSHED)?;
     }
     busy.stop();
+    if let Some(meeting) = meeting {
+        meeting.meet(Meeting::STOPPED)?;
+    }
     let promoted = end.since(&start).get("promotions") > 0;
     let measured = end.since(&warm);
     println!(
@@ -190,7 +193,7 @@ fn pageout(pages: u64, busy_cpus: usize) -> Result<(), &'static str> {
 /// Where the children of [`pair`] wait for each other: a count per step, on
 /// a page they share.
 struct Meeting {
-    arrived: [AtomicU64; 2],
+    arrived: [AtomicU64; 3],
 }
 
 impl Meeting {
@@ -199,6 +202,10 @@ impl Meeting {
     /// Every child has done its flushes (and still runs: its address space,
     /// and a global ASID it holds, live on).
     const FLUSHED: usize = 1;
+    /// Every child has joined its helpers (unmapping their stacks is a
+    /// flush too): until then neither ends, so the global ASID's holder
+    /// keeps it while the other still flushes.
+    const STOPPED: usize = 2;
     const CHILDREN: u64 = 2;
 
     /// Counts this child in at `step` and waits for the other: five minutes
@@ -271,8 +278,8 @@ fn children(args: &[&str]) -> Result<(), &'static str> {
     wait_for(&pids[..args.len()])
 }
 
-/// Returns once CPU 1 is lazy: the sleeper has blocked in its join (one
-/// system call after it set `BLOCKING`), and CPU 1 idles with the address
+/// Returns once CPU 1 is lazy: the sleeper has blocked waiting for the gate
+/// (one system call after it set `BLOCKING`), and CPU 1 idles with the address
 /// space loaded. The kernel's own evidence says so: a discard of `scratch`
 /// then sends no IPI. (A fixed wait is not enough: a host that does not run
 /// CPU 1's virtual CPU for a while outlasts any.) Each probe that still
@@ -325,13 +332,14 @@ fn lazy() -> Result<(), &'static str> {
         0
     })
     .map_err(|_| "cannot start the gate")?;
-    let gate_tid = gate.tid();
+    let gate_end = gate.end_watch();
     let sleeper = thread::spawn(move || {
         let _ = sys::set_affinity(1);
         // SAFETY: `page` stays mapped for the whole test.
         let before = unsafe { (page as *const u8).read_volatile() };
         BLOCKING.store(true, Ordering::Release);
-        let _ = sys::thread_join(gate_tid);
+        // SAFETY: the main thread joins the gate only after this thread.
+        unsafe { gate_end.wait() };
         // SAFETY: as above.
         let after = unsafe { (page as *const u8).read_volatile() };
         SAW.store(u64::from(before) << 8 | u64::from(after), Ordering::Relaxed);
@@ -360,8 +368,7 @@ fn lazy() -> Result<(), &'static str> {
     let freed = TlbCounters::read().map_err(|_| "tlb_stats failed")?;
     RELEASE.store(true, Ordering::Release);
     sleeper.join().map_err(|_| "join failed")?;
-    // The sleeper joined the gate, so the gate's handle is not joined; its
-    // stack goes with the process.
+    gate.join().map_err(|_| "join failed")?;
 
     let saw = SAW.load(Ordering::Relaxed);
     let (before, after) = ((saw >> 8) as u8, saw as u8);
