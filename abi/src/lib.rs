@@ -17,16 +17,18 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+pub mod auxv;
+pub mod console;
+pub mod identity;
 mod syscall;
+mod threads;
 mod time;
 pub mod wait_status;
 
+pub use console::CONSOLE_FDS;
 pub use syscall::{OWN_CALLS, Syscall};
+pub use threads::{CloneFlags, arch_prctl, futex};
 pub use time::{Timespec, clock};
-
-/// The file descriptors `write` accepts: standard output and error, both
-/// the console.
-pub const CONSOLE_FDS: [u64; 2] = [1, 2];
 
 /// Error numbers (Linux values), returned negated in `rax`.
 #[repr(i64)]
@@ -38,6 +40,8 @@ pub enum Errno {
     NoEnt = 2,
     /// No such thread or process.
     Srch = 3,
+    /// Interrupted (a futex wait that something other than a wake ended).
+    Intr = 4,
     /// Bad file descriptor.
     BadF = 9,
     /// No child to wait for.
@@ -48,12 +52,20 @@ pub enum Errno {
     NoMem = 12,
     /// Bad address: a pointer outside the caller's memory.
     Fault = 14,
+    /// Exists already (`MAP_FIXED_NOREPLACE` over a mapping).
+    Exist = 17,
     /// Invalid argument.
     Inval = 22,
+    /// Not a terminal (an `ioctl` the console does not answer).
+    NoTty = 25,
     /// No space left (swap).
     NoSpc = 28,
     /// Unknown system call.
     NoSys = 38,
+    /// Not supported (a flag `MAP_SHARED_VALIDATE` does not know).
+    OpNotSupp = 95,
+    /// Timed out (a futex wait whose timeout passed).
+    TimedOut = 110,
 }
 
 impl Errno {
@@ -63,14 +75,19 @@ impl Errno {
             1 => Self::Perm,
             2 => Self::NoEnt,
             3 => Self::Srch,
+            4 => Self::Intr,
             9 => Self::BadF,
             10 => Self::Child,
             11 => Self::Again,
             12 => Self::NoMem,
             14 => Self::Fault,
+            17 => Self::Exist,
             22 => Self::Inval,
+            25 => Self::NoTty,
             28 => Self::NoSpc,
             38 => Self::NoSys,
+            95 => Self::OpNotSupp,
+            110 => Self::TimedOut,
             _ => return None,
         })
     }
@@ -111,10 +128,13 @@ impl Prot {
 bitflags::bitflags! {
     /// `mmap` flags: Linux's `MAP_*` bits.
     ///
-    /// The system call takes them as [`MapFlags::bits`]. The kernel refuses
-    /// any other bit, a mapping without [`ANONYMOUS`](Self::ANONYMOUS), and
-    /// one that is not exactly one of [`SHARED`](Self::SHARED) and
-    /// [`PRIVATE`](Self::PRIVATE), each with [`Errno::Inval`].
+    /// The system call takes them as [`MapFlags::bits`]. As Linux does, the
+    /// kernel ignores bits it does not know, except under
+    /// [`SHARED_VALIDATE`](Self::SHARED_VALIDATE), where they are
+    /// [`Errno::OpNotSupp`]. It refuses a mapping without
+    /// [`ANONYMOUS`](Self::ANONYMOUS) with [`Errno::BadF`] (there are no
+    /// files) and one that is neither [`SHARED`](Self::SHARED) nor
+    /// [`PRIVATE`](Self::PRIVATE) with [`Errno::Inval`].
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
     pub struct MapFlags: u64 {
         /// `MAP_SHARED`: shared with the children `fork` makes (a private
@@ -122,11 +142,22 @@ bitflags::bitflags! {
         const SHARED = 0x01;
         /// `MAP_PRIVATE`.
         const PRIVATE = 0x02;
-        /// `MAP_FIXED`: map exactly at `addr`.
+        /// `MAP_SHARED_VALIDATE`: `MAP_SHARED`, refusing unknown flags.
+        const SHARED_VALIDATE = 0x03;
+        /// `MAP_FIXED`: map exactly at `addr`, replacing what is there.
         const FIXED = 0x10;
         /// `MAP_ANONYMOUS`: not backed by a file, demand-zero memory.
         /// Required.
         const ANONYMOUS = 0x20;
+        /// `MAP_NORESERVE`: accepted; nothing is reserved ahead anyway.
+        const NORESERVE = 0x4000;
+        /// `MAP_POPULATE`: accepted; pages still come at the first touch.
+        const POPULATE = 0x8000;
+        /// `MAP_STACK`: accepted (a hint on Linux too).
+        const STACK = 0x2_0000;
+        /// `MAP_FIXED_NOREPLACE`: exactly at `addr`, or [`Errno::Exist`] if
+        /// anything is mapped there.
+        const FIXED_NOREPLACE = 0x10_0000;
     }
 }
 
@@ -155,9 +186,8 @@ pub const USER_END: u64 = 0x0000_8000_0000_0000;
 /// for) included; `spawn` beyond that fails with [`Errno::Again`].
 pub const MAX_PROCESSES: usize = 64;
 
-/// Most threads one process may have at once, its first thread and threads
-/// that have ended but were not joined included; `thread_spawn` beyond that
-/// fails with [`Errno::Again`].
+/// Most threads one process may have at once, its first thread included;
+/// a thread `clone` beyond that fails with [`Errno::Again`].
 pub const MAX_THREADS: usize = 64;
 
 /// Most regions (mappings with one protection) one process may have; an
@@ -205,8 +235,13 @@ mod tests {
         assert_eq!(Prot::EXEC.bits(), 0x4);
         assert_eq!(MapFlags::SHARED.bits(), 0x01);
         assert_eq!(MapFlags::PRIVATE.bits(), 0x02);
+        assert_eq!(MapFlags::SHARED_VALIDATE.bits(), 0x03);
         assert_eq!(MapFlags::FIXED.bits(), 0x10);
         assert_eq!(MapFlags::ANONYMOUS.bits(), 0x20);
+        assert_eq!(MapFlags::NORESERVE.bits(), 0x4000);
+        assert_eq!(MapFlags::POPULATE.bits(), 0x8000);
+        assert_eq!(MapFlags::STACK.bits(), 0x2_0000);
+        assert_eq!(MapFlags::FIXED_NOREPLACE.bits(), 0x10_0000);
         assert_eq!(advice::DONTNEED, 4);
         assert_eq!(advice::PAGEOUT, 21);
     }
@@ -215,7 +250,7 @@ mod tests {
     #[test]
     fn only_known_bits_decode() {
         assert_eq!(Prot::all().bits(), 0x7);
-        assert_eq!(MapFlags::all().bits(), 0x33);
+        assert_eq!(MapFlags::all().bits(), 0x12_c033);
         for raw in 0..=Prot::all().bits() {
             assert_eq!(Prot::from_bits(raw).map(|prot| prot.bits()), Some(raw));
         }

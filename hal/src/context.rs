@@ -37,6 +37,7 @@ use crate::{
     kernel_stack::{self, KernelStack},
     percpu,
     trap::TrapFrame,
+    user_state::UserState,
 };
 
 /// RFLAGS with only IF (interrupts enabled) and the always-one bit 1.
@@ -139,6 +140,9 @@ pub struct ThreadContext {
     /// `None` for a context adopted from code already running on a stack
     /// that lives for good (the boot CPU's, an AP's start-up stack).
     stack: Option<ContextStack>,
+    /// A user thread's SSE registers and FS base, saved and loaded by
+    /// [`switch_to`]; `None` for kernel threads, which use neither.
+    user: Option<UserState>,
 }
 
 /// What the scheduler switches between: anything that has a context. The
@@ -152,8 +156,10 @@ pub trait Runnable: Send + Sync {
 const SWITCH_FRAME_WORDS: usize = 7;
 
 impl ThreadContext {
-    /// A context that, when switched to, starts as `start` says on `stack`.
-    pub fn new(mut stack: ContextStack, start: ThreadStart) -> Self {
+    /// A context that, when switched to, starts as `start` says on `stack`,
+    /// with the user registers `user` (a user thread's; `None` for a kernel
+    /// thread).
+    pub fn new(mut stack: ContextStack, start: ThreadStart, user: Option<UserState>) -> Self {
         let top = stack.top();
         let words = stack.words_mut();
         let usable = ((top - words.as_ptr() as u64) / 8) as usize;
@@ -201,6 +207,7 @@ impl ThreadContext {
             saved_rsp: AtomicU64::new(saved_rsp),
             on_cpu: AtomicBool::new(false),
             stack: Some(stack),
+            user,
         }
     }
 
@@ -212,6 +219,7 @@ impl ThreadContext {
             saved_rsp: AtomicU64::new(0),
             on_cpu: AtomicBool::new(true),
             stack: None,
+            user: None,
         }
     }
 
@@ -219,6 +227,11 @@ impl ThreadContext {
     /// system calls must use while it runs (`None` for an adopted context).
     pub fn stack_top(&self) -> Option<u64> {
         self.stack.as_ref().map(ContextStack::top)
+    }
+
+    /// The user registers a switch carries, for a user thread.
+    pub fn user_state(&self) -> Option<&UserState> {
+        self.user.as_ref()
     }
 
     /// Whether a CPU runs this context, or is still switching away from it.
@@ -257,11 +270,20 @@ pub fn switch_to(next: Arc<dyn Runnable>) {
         "switch to a context that is running or still being switched away from"
     );
     let next_rsp = next.context().saved_rsp.load(Ordering::Relaxed);
-    let previous = cpu
-        .running
-        .lock()
+    let mut running = cpu.running.lock();
+    // This CPU owns both contexts now (see `UserState`'s `Sync` argument):
+    // the user registers in the CPU go to the thread that leaves, and the
+    // next one's come in.
+    if let Some(user) = running.as_ref().and_then(|now| now.context().user_state()) {
+        user.save();
+    }
+    if let Some(user) = next.context().user_state() {
+        user.restore();
+    }
+    let previous = running
         .replace(next)
         .expect("a CPU that switches has a running context");
+    drop(running);
     let save_rsp = previous.context().saved_rsp.as_ptr();
     let parked = cpu.previous.lock().replace(previous);
     assert!(parked.is_none(), "a switch that never finished");

@@ -43,7 +43,8 @@
 //!   allocator and its tokens), [`page_table`] (user page tables),
 //!   [`paging`] (the kernel's own mappings), [`kernel_stack`] (guarded
 //!   stacks), [`global_alloc`] (the heap's allocator), [`context`]
-//!   (switching stacks), [`stack_walk`];
+//!   (switching stacks) and [`user_state`] (the user registers a switch
+//!   carries besides them), [`stack_walk`];
 //! - what the boot loader hands over: [`kernel_image`], [`ramdisk`];
 //! - devices: [`serial`] and [`console`], [`fw_cfg`], [`pic`],
 //!   [`qemu_exit`].
@@ -86,6 +87,7 @@ pub mod tlb;
 pub mod trampoline;
 pub mod trap;
 pub mod tsc;
+pub mod user_state;
 pub mod vectors;
 
 /// Loads the boot CPU's descriptor tables: GDT and TSS (with the double-fault

@@ -274,6 +274,7 @@ fn start_cpus(
         .map_err(SmpError::Tlb)?;
     tlb::init_this_cpu();
     hal::syscall::init_this_cpu();
+    hal::user_state::init_this_cpu();
     hal::protection::init(cpu.smep, cpu.smap);
     task::sched::init_boot_cpu();
     let apic_timer_hz = hal::timer::calibrate(&apic);
@@ -333,6 +334,7 @@ fn ap_main() -> ! {
     apic.enable(vectors::SPURIOUS);
     tlb::init_this_cpu();
     hal::syscall::init_this_cpu();
+    hal::user_state::init_this_cpu();
     hal::protection::enable_this_cpu();
     hal::timer::start(&apic);
     hal::smp::mark_this_cpu_online();

@@ -207,6 +207,8 @@ impl Segment<'_> {
 pub struct Elf<'a> {
     bytes: &'a [u8],
     entry: u64,
+    program_headers_offset: u64,
+    program_header_count: u16,
     program_headers: SegmentTable<'a, LittleEndian>,
 }
 
@@ -264,6 +266,8 @@ impl<'a> Elf<'a> {
         let elf = Self {
             bytes,
             entry: header.e_entry,
+            program_headers_offset: header.e_phoff,
+            program_header_count: header.e_phnum,
             program_headers: SegmentTable::new(LittleEndian, Class::ELF64, table),
         };
         elf.check_segments()?;
@@ -298,6 +302,33 @@ impl<'a> Elf<'a> {
     /// Where the program starts.
     pub fn entry(&self) -> u64 {
         self.entry
+    }
+
+    /// How many program headers there are (every kind, not just `PT_LOAD`).
+    pub fn program_header_count(&self) -> u16 {
+        self.program_header_count
+    }
+
+    /// Where the program-header table is in memory once the segments are
+    /// loaded (`AT_PHDR`): inside the segment whose file bytes hold it;
+    /// `None` if no segment loads it.
+    pub fn program_headers_address(&self) -> Option<u64> {
+        let table_len = u64::from(self.program_header_count) * PROGRAM_HEADER_LEN as u64;
+        let start = self.program_headers_offset;
+        self.segments().find_map(|segment| {
+            let inside = start >= segment.file_offset
+                && start + table_len <= segment.file_offset + segment.file_size;
+            inside.then(|| segment.vaddr + (start - segment.file_offset))
+        })
+    }
+
+    /// The first page above every segment: where the heap `brk` moves can
+    /// start.
+    pub fn image_end(&self) -> u64 {
+        self.segments()
+            .map(|segment| segment.pages_end())
+            .max()
+            .unwrap_or(USER_IMAGE_BASE)
     }
 
     /// The `PT_LOAD` segments, in address order.

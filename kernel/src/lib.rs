@@ -49,6 +49,7 @@ pub mod acpi;
 pub mod cmdline;
 pub mod cpu_features;
 pub mod elf;
+pub mod entropy;
 pub mod histogram;
 pub mod initrd;
 pub mod profile;

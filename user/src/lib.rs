@@ -12,22 +12,14 @@
 //!
 //! # How the kernel starts a program
 //!
-//! The kernel loads the program's ELF segments at their fixed addresses (the
-//! image starts at [`abi::USER_IMAGE_BASE`]) and starts its first thread at
-//! the ELF entry point, `_start`, which [`entry!`] defines, with:
-//!
-//! - `rdi`: address of the argument bytes (UTF-8, words separated by
-//!   spaces), which the kernel copied into the process's memory;
-//! - `rsi`: their length in bytes (may be 0, then `rdi` means nothing);
-//! - `rsp`: the top of a kernel-provided stack, 16-byte aligned minus 8, as
-//!   right after a `call`: `_start` is an ordinary `extern "C"` function
-//!   whose return address slot is simply never used.
-//!
-//! `_start` must never return: it ends the process with `exit`. A thread
-//! started by `thread_spawn(entry, stack_top, arg)` starts at `entry` with
-//! `rdi = arg` and `rsp = stack_top - 8` (so `stack_top` is 16-byte aligned
-//! and the entry sees a call-aligned stack); it must never return either, it
-//! ends with `thread_exit` ([`thread`] arranges both).
+//! As Linux starts one: the kernel loads the program's ELF segments at
+//! their fixed addresses (the image starts at [`abi::USER_IMAGE_BASE`]) and
+//! starts its first thread at the ELF entry point, `_start`, which
+//! [`entry!`] defines, with the stack pointer at `argc`, the `argv` and
+//! `envp` pointers and the auxiliary vector (see [`abi::auxv`]). `_start`
+//! hands that stack pointer to [`rt::start`], which makes the arguments one
+//! string and calls `main`; `_start` never returns, it ends the process with
+//! `exit_group`. More threads start with `clone` ([`thread`]).
 //!
 //! # System-call convention
 //!
@@ -40,7 +32,8 @@
 //! Programs are static, non-PIE executables linked at
 //! [`abi::USER_IMAGE_BASE`] (see `build.rs` and `link.ld`), built for the
 //! soft-float `x86_64-unknown-none` target: no SSE state, no thread-local
-//! storage, no heap.
+//! storage, no heap. (The kernel does keep each thread's SSE registers and
+//! FS base, for C programs built for Linux.)
 
 #![no_std]
 #![warn(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
@@ -74,13 +67,25 @@ pub use abi::{self, Errno};
 #[macro_export]
 macro_rules! entry {
     ($main:path) => {
-        /// The first instruction of the program (see the `user` crate's
-        /// documentation for the registers the kernel sets up).
+        /// The first instruction of the program: the stack pointer is at
+        /// `argc` (16-byte aligned); the call hands it to `start_main` and
+        /// leaves the stack as a function entry expects it.
+        #[unsafe(naked)]
         #[unsafe(no_mangle)]
-        extern "C" fn _start(args: *const u8, len: usize) -> ! {
-            // The kernel starts every program this way (see `user::rt`).
-            // SAFETY: `args` and `len` are the kernel's argument block.
-            unsafe { $crate::rt::start(args, len, $main) }
+        extern "C" fn _start() -> ! {
+            core::arch::naked_asm!(
+                "mov rdi, rsp",
+                "call {start_main}",
+                "ud2",
+                start_main = sym start_main,
+            )
+        }
+
+        /// Runs `main` (see `user::rt`).
+        extern "C" fn start_main(stack: *const u64) -> ! {
+            // SAFETY: `_start` passes the stack pointer the program
+            // started with.
+            unsafe { $crate::rt::start(stack, $main) }
         }
     };
 }

@@ -7,6 +7,8 @@
 //! re-protecting memory that references still point to, or starting a
 //! thread at an arbitrary address.
 
+use core::sync::atomic::AtomicU32;
+
 use abi::{Errno, MapFlags, Prot, Syscall, Timespec};
 
 use crate::raw::{syscall0, syscall1, syscall2, syscall3, syscall4, syscall6};
@@ -54,28 +56,40 @@ pub fn exit(code: i32) -> ! {
     unsafe { core::arch::asm!("ud2", options(noreturn)) }
 }
 
-/// Starts a thread of this process at `entry` with `rdi = arg` and
-/// `rsp = stack_top - 8`; returns its thread id. [`crate::thread::spawn`]
-/// is the safe way to use this.
-///
-/// # Safety
-///
-/// `entry` must be a function that never returns (it ends with
-/// [`thread_exit`]) and `stack_top` the 16-byte aligned top of memory that
-/// nothing else uses while the thread runs.
-pub unsafe fn thread_spawn(entry: u64, stack_top: u64, arg: u64) -> Result<u64, Errno> {
-    // SAFETY: the caller upholds the contract above.
-    result(unsafe { syscall3(Syscall::ThreadSpawn as u64, entry, stack_top, arg) })
+/// `futex(FUTEX_WAIT)` on `word`: sleeps while it holds `expected`, until
+/// a wake. `Err(Again)` if it held another value already (the caller
+/// re-checks in either case).
+pub fn futex_wait(word: &AtomicU32, expected: u32) -> Result<(), Errno> {
+    // SAFETY: the kernel only reads the word, which the reference keeps
+    // alive for the call.
+    let raw = unsafe {
+        syscall4(
+            Syscall::Futex as u64,
+            word.as_ptr() as u64,
+            abi::futex::WAIT | abi::futex::PRIVATE,
+            u64::from(expected),
+            0,
+        )
+    };
+    result(raw).map(drop)
 }
 
-/// Waits for thread `tid` to end and returns the value it passed to
-/// [`thread_exit`].
-pub fn thread_join(tid: u64) -> Result<u64, Errno> {
-    // SAFETY: waiting touches no memory of this process.
-    result(unsafe { syscall1(Syscall::ThreadJoin as u64, tid) })
+/// `futex(FUTEX_WAKE)`: wakes at most `count` threads sleeping on `word`;
+/// returns how many woke.
+pub fn futex_wake(word: &AtomicU32, count: u32) -> Result<u64, Errno> {
+    // SAFETY: waking touches no memory of this process.
+    result(unsafe {
+        syscall3(
+            Syscall::Futex as u64,
+            word.as_ptr() as u64,
+            abi::futex::WAKE | abi::futex::PRIVATE,
+            u64::from(count),
+        )
+    })
 }
 
-/// Ends the calling thread; `value` goes to whoever joins it.
+/// Ends the calling thread (`exit`); the last thread's `value` is the
+/// process's exit code.
 pub fn thread_exit(value: u64) -> ! {
     // SAFETY: ending this thread cannot break the others.
     unsafe { syscall1(Syscall::Exit as u64, value) };
@@ -270,6 +284,22 @@ pub fn tlb_stats(buffer: &mut [u8]) -> Result<usize, Errno> {
 pub fn gettid() -> Result<u64, Errno> {
     // SAFETY: touches no memory of this process.
     result(unsafe { syscall0(Syscall::GetTid as u64) })
+}
+
+/// The CPUs thread `tid` of this process (0: the caller) may run on, as
+/// `sched_getaffinity`'s mask.
+pub fn affinity_of(tid: u64) -> Result<[u8; abi::AFFINITY_CPUS / 8], Errno> {
+    let mut mask = [0u8; abi::AFFINITY_CPUS / 8];
+    // SAFETY: the kernel writes at most the mask's length, into the mask.
+    let raw = unsafe {
+        syscall3(
+            Syscall::SchedGetaffinity as u64,
+            tid,
+            mask.len() as u64,
+            mask.as_mut_ptr() as u64,
+        )
+    };
+    result(raw).map(|_| mask)
 }
 
 /// This process's id.

@@ -2,6 +2,7 @@
 //! calls, faults and program loading.
 
 pub mod fault;
+pub mod futex;
 pub mod loader;
 pub mod process;
 pub mod sched;

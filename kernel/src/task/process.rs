@@ -13,8 +13,10 @@
 //! ## Limits
 //!
 //! At most [`abi::MAX_PROCESSES`] processes exist at once, zombies included,
-//! and each has at most [`abi::MAX_THREADS`] threads, unjoined ended ones
-//! included; beyond either, `spawn` or `thread_spawn` fails with `EAGAIN`.
+//! and each has at most [`abi::MAX_THREADS`] live threads; beyond either,
+//! `spawn`, `fork` or `clone` fails with `EAGAIN`. (A thread leaves the
+//! count when it ends: user space learns of the end through the futex word
+//! of `CLONE_CHILD_CLEARTID`, not from the kernel's books.)
 //! A spawn takes its place in the table ([`ProcessSlot`]) before loading
 //! anything, so a spawn over the limit costs nothing.
 //!
@@ -31,11 +33,11 @@ use abi::Errno;
 use spin::Mutex;
 
 use super::{
-    sched,
+    futex, sched,
     thread::{Thread, ThreadState},
-    vm::AddressSpace,
+    vm::{AddressSpace, Placement, Sharing},
 };
-use hal::{context::ThreadStart, cpu::without_interrupts, trap::TrapFrame};
+use hal::{context::ThreadStart, cpu::without_interrupts, trap::TrapFrame, user_state::UserState};
 
 /// The exit code of a process killed for a fault (128 + SIGSEGV, as shells
 /// report it).
@@ -90,24 +92,36 @@ pub struct Process {
     /// Who may `wait` for it (`None`: started by the kernel).
     pub parent: Option<u64>,
     pub space: AddressSpace,
+    /// Threads started and not yet ended: what [`abi::MAX_THREADS`] limits.
     live_threads: AtomicUsize,
-    /// Threads started and not yet joined: what [`abi::MAX_THREADS`] limits.
-    thread_slots: AtomicUsize,
     exiting: AtomicBool,
     /// All threads have exited and the address space is gone. Set under the
     /// `status` lock (for `wait`), read without it (for reaping).
     finished: AtomicBool,
     status: Mutex<Status>,
+    /// The live threads.
     threads: Mutex<BTreeMap<u64, Arc<Thread>>>,
+    /// The heap `brk` moves (see [`ProgramBreak`]).
+    program_break: Mutex<ProgramBreak>,
+}
+
+/// The heap that `brk` grows and shrinks: from the first page after the
+/// program's image (`start`) to `end`, mapped up to `end` rounded up to a
+/// page. It may grow until it would meet another mapping.
+#[derive(Clone, Copy, Debug)]
+pub struct ProgramBreak {
+    pub start: u64,
+    pub end: u64,
 }
 
 impl Process {
-    /// Enters a new process with address space `space` in the table, in the
-    /// place `slot` reserved.
+    /// Enters a new process with address space `space` and heap
+    /// `program_break` in the table, in the place `slot` reserved.
     pub fn new(
         name: &str,
         parent: Option<u64>,
         space: AddressSpace,
+        program_break: ProgramBreak,
         slot: ProcessSlot,
     ) -> Arc<Self> {
         let process = Arc::new(Self {
@@ -116,11 +130,11 @@ impl Process {
             parent,
             space,
             live_threads: AtomicUsize::new(0),
-            thread_slots: AtomicUsize::new(0),
             exiting: AtomicBool::new(false),
             finished: AtomicBool::new(false),
             status: Mutex::new(Status::default()),
             threads: Mutex::new(BTreeMap::new()),
+            program_break: Mutex::new(program_break),
         });
         let entry = TableEntry {
             process: Arc::clone(&process),
@@ -132,17 +146,30 @@ impl Process {
 
     /// `fork`: a child of this process with a copy of its address space
     /// ([`AddressSpace::fork`]) and one thread, which leaves the system call
-    /// with the caller's `registers` and a return value of 0. `Again` when
-    /// the process table is full, `NoMem` when memory is.
-    pub fn fork(&self, registers: &TrapFrame) -> Result<Arc<Self>, Errno> {
+    /// with the caller's `registers` (and stack pointer `stack`, if not 0),
+    /// SSE registers and FS base `user`, and a return value of 0. `prepare`
+    /// runs on the child's thread before it is scheduled (a `clone`'s tid
+    /// stores). `Again` when the process table is full, `NoMem` when memory
+    /// is.
+    pub fn fork(
+        &self,
+        registers: &TrapFrame,
+        stack: u64,
+        user: UserState,
+        prepare: impl FnOnce(&Self, &Thread) -> Result<(), Errno>,
+    ) -> Result<Arc<Self>, Errno> {
         let slot = ProcessSlot::reserve()?;
         let space = self.space.fork()?;
-        let child = Self::new(&self.name, Some(self.pid), space, slot);
+        let program_break = *self.program_break.lock();
+        let child = Self::new(&self.name, Some(self.pid), space, program_break, slot);
         let start = ThreadStart::Resume(TrapFrame {
             rax: 0,
+            rsp: if stack == 0 { registers.rsp } else { stack },
             ..registers.clone()
         });
-        if let Err(errno) = child.start_thread(start, abi::ANY_CPU) {
+        let started =
+            child.start_thread(start, user, abi::ANY_CPU, |thread| prepare(&child, thread));
+        if let Err(errno) = started {
             child.abandon();
             return Err(errno);
         }
@@ -164,44 +191,75 @@ impl Process {
             .map(|entry| Arc::clone(&entry.process))
     }
 
-    /// Starts a thread of this process in ring 3, as `start` says, allowed
-    /// on `cpu` (or anywhere: [`abi::ANY_CPU`]). `Again` when the process
+    /// Starts a thread of this process in ring 3, as `start` says, with the
+    /// SSE registers and FS base in `user`, allowed on `cpu` (or anywhere:
+    /// [`abi::ANY_CPU`]). `prepare` runs on the new thread before anything
+    /// can schedule it; its error undoes the start. `Again` when the process
     /// already has [`abi::MAX_THREADS`] threads or is exiting, `NoMem` when
     /// the kernel stack does not fit in the heap budget.
     pub fn start_thread(
         self: &Arc<Self>,
         start: ThreadStart,
+        user: UserState,
         cpu: u64,
+        prepare: impl FnOnce(&Thread) -> Result<(), Errno>,
     ) -> Result<Arc<Thread>, Errno> {
         if self.is_exiting() {
             return Err(Errno::Again);
         }
-        self.thread_slots
-            .try_update(Ordering::AcqRel, Ordering::Acquire, |slots| {
-                (slots < abi::MAX_THREADS).then_some(slots + 1)
+        // Counted before it exists: the caller is a live thread of this
+        // process (or the process has none yet), so the count cannot reach
+        // 0 and tear the process down meanwhile.
+        self.live_threads
+            .try_update(Ordering::AcqRel, Ordering::Acquire, |live| {
+                (live < abi::MAX_THREADS).then_some(live + 1)
             })
             .map_err(|_| Errno::Again)?;
-        let thread = Thread::new_user(Arc::clone(self), start).inspect_err(|_| {
-            self.thread_slots.fetch_sub(1, Ordering::AcqRel);
-        })?;
-        self.live_threads.fetch_add(1, Ordering::AcqRel);
+        let thread = Thread::new_user(Arc::clone(self), start, user)
+            .and_then(|thread| prepare(&thread).map(|()| thread))
+            .inspect_err(|_| {
+                self.live_threads.fetch_sub(1, Ordering::AcqRel);
+            })?;
         thread.set_affinity(cpu);
         self.threads.lock().insert(thread.tid, Arc::clone(&thread));
         sched::spawn(Arc::clone(&thread));
         Ok(thread)
     }
 
-    /// A thread of this process by id.
-    pub fn thread(&self, tid: u64) -> Option<Arc<Thread>> {
-        self.threads.lock().get(&tid).cloned()
+    /// Moves the end of the heap to `end` and returns the end there is now
+    /// (the old one if `end` is below the heap's start or the pages cannot
+    /// be mapped, as Linux's `brk` does).
+    pub fn move_break(&self, end: u64) -> u64 {
+        let mut program_break = self.program_break.lock();
+        let mapped = program_break.end.next_multiple_of(abi::PAGE_SIZE);
+        if end < program_break.start || end >= abi::USER_END {
+            return program_break.end;
+        }
+        let wanted = end.next_multiple_of(abi::PAGE_SIZE);
+        let moved = if wanted > mapped {
+            self.space
+                .map_anonymous(
+                    mapped,
+                    wanted - mapped,
+                    abi::Prot::READ | abi::Prot::WRITE,
+                    Placement::FixedNoReplace,
+                    Sharing::Private,
+                )
+                .map(|_| ())
+        } else if wanted < mapped {
+            self.space.unmap(wanted, mapped - wanted)
+        } else {
+            Ok(())
+        };
+        if moved.is_ok() {
+            program_break.end = end;
+        }
+        program_break.end
     }
 
-    /// Forgets an exited thread once it has been joined, giving its place
-    /// back.
-    pub fn forget_thread(&self, tid: u64) {
-        if self.threads.lock().remove(&tid).is_some() {
-            self.thread_slots.fetch_sub(1, Ordering::AcqRel);
-        }
+    /// A live thread of this process by id.
+    pub fn thread(&self, tid: u64) -> Option<Arc<Thread>> {
+        self.threads.lock().get(&tid).cloned()
     }
 
     pub fn is_exiting(&self) -> bool {
@@ -246,8 +304,22 @@ impl Process {
         }
     }
 
-    /// Called by each exiting thread; the last one tears the process down.
-    pub fn thread_exited(&self, _thread: &Thread) {
+    /// Called by each exiting thread: keeps its `clear_child_tid` promise
+    /// and forgets it; the last one tears the process down.
+    pub fn thread_exited(&self, thread: &Thread) {
+        let clear_child_tid = thread.clear_child_tid.swap(0, Ordering::AcqRel);
+        if clear_child_tid != 0 {
+            // As Linux: the memory may be gone or read-only by now, and
+            // then nobody is told (the thread ends either way).
+            if self
+                .space
+                .copy_out(clear_child_tid, &0u32.to_le_bytes())
+                .is_ok()
+            {
+                let _ = futex::wake(self.pid, clear_child_tid, 1, abi::futex::BITSET_MATCH_ANY);
+            }
+        }
+        self.threads.lock().remove(&thread.tid);
         if self.live_threads.fetch_sub(1, Ordering::AcqRel) != 1 {
             return;
         }

@@ -229,6 +229,21 @@ pub fn block() {
     without_interrupts(schedule);
 }
 
+/// Blocks the current thread `me`, whose state the caller has just set to
+/// `Blocked` under the lock its waker takes, until [`wake`], or until
+/// `deadline` (ns since boot) if there is one. Returns false, without
+/// blocking, if its process is being killed.
+pub fn block_until(me: &Arc<Thread>, deadline: Option<u64>) -> bool {
+    // Without a deadline, a stale entry in a sleeper list (from an earlier
+    // sleep that something else ended) must not wake this block.
+    me.wake_at
+        .store(deadline.unwrap_or(u64::MAX), Ordering::Relaxed);
+    if deadline.is_some() {
+        without_interrupts(|| this_cpu().sleepers.lock().push(Arc::clone(me)));
+    }
+    block_unless_killed(me)
+}
+
 /// Sleeps for `nanoseconds`.
 pub fn sleep(nanoseconds: u64) {
     let me = current();

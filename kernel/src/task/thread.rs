@@ -27,6 +27,7 @@ use crate::{memory::heap, tlb};
 use hal::{
     context::{ContextStack, Runnable, ThreadContext, ThreadStart},
     kernel_stack::{self, KernelStack, StackError},
+    user_state::UserState,
 };
 
 /// The kernel stack of a user thread, in words (as large as a guarded one).
@@ -70,6 +71,9 @@ pub struct Thread {
     /// The exit value and who waits for it; its lock is the condition lock
     /// of `join` (always taken before any thread's `state`).
     pub(crate) exit: Mutex<ExitStatus>,
+    /// Where to write 0 and wake a futex when the thread ends (0: nowhere):
+    /// `set_tid_address`, `CLONE_CHILD_CLEARTID`.
+    pub(crate) clear_child_tid: AtomicU64,
 }
 
 impl Runnable for Thread {
@@ -96,6 +100,7 @@ impl Thread {
             last_cpu: AtomicUsize::new(0),
             wake_at: AtomicU64::new(0),
             exit: Mutex::new(ExitStatus::default()),
+            clear_child_tid: AtomicU64::new(0),
         })
     }
 
@@ -107,19 +112,29 @@ impl Thread {
             .unwrap_or_else(|error| panic!("no stack for a kernel thread: {error}"));
         Self::with_context(
             None,
-            ThreadContext::new(ContextStack::Guarded(stack), start),
+            ThreadContext::new(ContextStack::Guarded(stack), start, None),
         )
     }
 
     /// A new thread of `process` that starts as `start` says once
-    /// scheduled. Its kernel stack is an allocation the program caused, so
-    /// it comes out of the programs' heap budget: `NoMem` when that is spent.
-    pub fn new_user(process: Arc<Process>, start: ThreadStart) -> Result<Arc<Self>, Errno> {
+    /// scheduled, with the SSE registers and FS base in `user`. Its kernel
+    /// stack is an allocation the program caused, so it comes out of the
+    /// programs' heap budget: `NoMem` when that is spent.
+    pub fn new_user(
+        process: Arc<Process>,
+        start: ThreadStart,
+        user: UserState,
+    ) -> Result<Arc<Self>, Errno> {
         let stack = heap::try_zeroed_vec::<u64>(USER_THREAD_STACK_WORDS)?.into_boxed_slice();
         Ok(Self::with_context(
             Some(process),
-            ThreadContext::new(ContextStack::Heap(stack), start),
+            ThreadContext::new(ContextStack::Heap(stack), start, Some(user)),
         ))
+    }
+
+    /// The SSE registers and FS base of a user thread.
+    pub fn user_state(&self) -> Option<&UserState> {
+        self.context.user_state()
     }
 
     /// The thread object for the context already running on this CPU.

@@ -300,14 +300,17 @@ fn the_child_has_one_thread() -> Result<(), &'static str> {
     })
     .map_err(|_| "spawning a thread")?;
     let tid = sibling.tid();
-    let pid = fork_child(|| match sys::thread_join(tid) {
+    if sys::affinity_of(tid).is_err() {
+        return Err("the parent cannot name its own thread");
+    }
+    let pid = fork_child(|| match sys::affinity_of(tid) {
         Err(Errno::Srch) => 0,
         _ => 1,
     });
     let child = child_ok(pid);
     stop.store(1, Ordering::Release);
     sibling.join().map_err(|_| "joining the thread")?;
-    child.map_err(|_| "the child could join a thread of its parent")
+    child.map_err(|_| "the child could name a thread of its parent")
 }
 
 /// Another thread of the parent keeps writing a private page on another

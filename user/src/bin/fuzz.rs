@@ -112,16 +112,23 @@ fn one_call(rng: &mut Rng, index: u64) -> Option<Call> {
     let args = match Syscall::from_number(number) {
         // Would end the program, block it indefinitely or (fork) run a
         // second fuzzer: skip, or only with arguments the kernel refuses.
+        // (`clone` would start a thread or process on random registers;
+        // `set_tid_address` would have the kernel write at a random address
+        // when the thread ends.)
         Some(
             Syscall::Exit
             | Syscall::ExitGroup
-            | Syscall::ThreadJoin
             | Syscall::Wait4
-            | Syscall::Fork,
+            | Syscall::Fork
+            | Syscall::Clone
+            | Syscall::SetTidAddress,
         ) => {
             return None;
         }
-        Some(Syscall::ThreadSpawn) => [KERNEL_ADDRESS, args[1], args[2], 0],
+        // A wait could last for ever: only words the kernel must refuse.
+        Some(Syscall::Futex) => [KERNEL_ADDRESS | args[0], args[1], args[2], 0],
+        Some(Syscall::ClockNanosleep) => [args[1], args[2], KERNEL_ADDRESS | args[0], 0],
+        Some(Syscall::Writev) => [rng.below(4), KERNEL_ADDRESS | args[0], args[1], 0],
         // Random bytes in the playground could ask for years of sleep: only
         // requests the kernel must refuse.
         Some(Syscall::Nanosleep) => [KERNEL_ADDRESS | args[0], args[0], 0, 0],
@@ -163,9 +170,11 @@ fn violation(call: &Call) -> Option<&'static str> {
         None if call.result != -(Errno::NoSys as i64) => {
             Some("an unknown system call not refused with ENOSYS")
         }
-        Some(Syscall::Write) if call.result >= 0 => Some("a write from kernel memory accepted"),
-        Some(Syscall::ThreadSpawn) if call.result >= 0 => {
-            Some("a thread at a kernel address accepted")
+        Some(Syscall::Write | Syscall::Writev) if call.result >= 0 => {
+            Some("a write from kernel memory accepted")
+        }
+        Some(Syscall::Futex | Syscall::Nanosleep | Syscall::ClockNanosleep) if call.result >= 0 => {
+            Some("a wait on kernel memory accepted")
         }
         _ => None,
     }

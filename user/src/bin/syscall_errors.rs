@@ -12,11 +12,13 @@
 //!   would jump to, is outside the caller's memory (kernel half,
 //!   non-canonical, unmapped, without the needed permission, or a range
 //!   whose end wraps around);
-//! - `Inval`: a malformed value: unknown flag, protection or advice bits,
-//!   an address that must be page-aligned (or a stack top that must be
-//!   16-byte aligned) and is not, a zero length where one is needed, or a
-//!   memory range that wraps around or leaves the user half, or a string
-//!   longer than the kernel accepts (`spawn`: 64-byte names, 4 KiB arguments);
+//! - `Inval`: a malformed value: unknown flag, protection or advice bits
+//!   (where Linux refuses them: `mmap` ignores unknown flags), an address
+//!   that must be aligned and is not, a zero length where one is needed, a
+//!   memory range that wraps around or leaves the user half, a string
+//!   longer than the kernel accepts (`spawn`: 64-byte names, 4 KiB
+//!   arguments), a `clone` flag combination Linux refuses or this kernel
+//!   does not offer (`vfork`, shared memory between processes);
 //! - `NoMem`: `mprotect`/`madvise` on a range with nothing mapped;
 //! - `Srch`, `Inval`, `Child`, `NoEnt`: no such thread, CPU, child or
 //!   program;
@@ -25,7 +27,11 @@
 //! - `BadF`: a file descriptor that is not the console's (1 and 2), or a
 //!   mapping of a file (there are none);
 //! - `NoSys`: a system-call number that does not exist here, a Linux call
-//!   this kernel does not offer included.
+//!   this kernel does not offer included, or a futex operation it does not
+//!   know;
+//! - and Linux's own for the rest: `Again` (a futex word that changed),
+//!   `TimedOut`, `Perm` (an FS base or a limit that cannot be set), `NoTty`,
+//!   `NoEnt` (every path: there is no file system), `OpNotSupp`, `Exist`.
 //!
 //! `exit`, `exit_group`, `sched_yield`, `getpid`, `gettid` and `fork` have
 //! no argument that can be wrong, so they have no case here (`forks` checks
@@ -36,7 +42,9 @@
 
 use user::{
     Errno,
-    abi::{self, MapFlags, PAGE_SIZE, Prot, Syscall, Timespec, USER_END, advice},
+    abi::{
+        self, CloneFlags, MapFlags, PAGE_SIZE, Prot, Syscall, Timespec, USER_END, advice, futex,
+    },
     println,
     raw::{syscall1, syscall2, syscall3, syscall4, syscall6},
     sys,
@@ -134,32 +142,94 @@ const CASES: &[Case] = &[
     case("write/length-wraps", Errno::Fault, |f| {
         call3(Syscall::Write, 1, f.read_write, u64::MAX)
     }),
-    // thread_spawn(entry, stack_top, arg)
-    case("thread_spawn/kernel-entry", Errno::Fault, |f| {
-        call3(Syscall::ThreadSpawn, KERNEL, f.read_write + PAGE_SIZE, 0)
+    // clone(flags, stack, parent_tid, child_tid, tls): each refused before
+    // any thread or process starts.
+    case("clone/vfork", Errno::Inval, |_| {
+        call_clone(CloneFlags::VM.union(CloneFlags::VFORK).bits(), 0, 0)
     }),
-    case("thread_spawn/non-canonical-entry", Errno::Fault, |f| {
-        call3(
-            Syscall::ThreadSpawn,
-            NON_CANONICAL,
-            f.read_write + PAGE_SIZE,
-            0,
+    case("clone/shared-memory-process", Errno::Inval, |_| {
+        call_clone(CloneFlags::VM.bits() | CloneFlags::SIGCHLD, 0, 0)
+    }),
+    case("clone/thread-with-exit-signal", Errno::Inval, |_| {
+        call_clone(CloneFlags::THREAD_FLAGS.bits() | CloneFlags::SIGCHLD, 0, 0)
+    }),
+    case("clone/unknown-flag", Errno::Inval, |_| {
+        // CLONE_NEWNS: a new mount namespace.
+        call_clone(CloneFlags::THREAD_FLAGS.bits() | 0x2_0000, 0, 0)
+    }),
+    case("clone/kernel-parent-tid", Errno::Fault, |_| {
+        let flags = CloneFlags::THREAD_FLAGS.union(CloneFlags::PARENT_SETTID);
+        call_clone(flags.bits(), KERNEL, 0)
+    }),
+    case("clone/non-canonical-tls", Errno::Inval, |_| {
+        let flags = CloneFlags::THREAD_FLAGS.union(CloneFlags::SETTLS);
+        call_clone(flags.bits(), 0, NON_CANONICAL)
+    }),
+    // futex(addr, op, value, timeout, addr2, value3)
+    case("futex/misaligned", Errno::Inval, |f| {
+        call4(Syscall::Futex, f.read_write + 1, futex::WAKE, 1, 0)
+    }),
+    case("futex/kernel-word", Errno::Fault, |_| {
+        call4(Syscall::Futex, KERNEL, futex::WAIT, 0, 0)
+    }),
+    case("futex/value-differs", Errno::Again, |f| {
+        // The fixture's first word holds 1.
+        call4(Syscall::Futex, f.read_write, futex::WAIT, 2, 0)
+    }),
+    case("futex/timeout-passes", Errno::TimedOut, |f| {
+        call4(
+            Syscall::Futex,
+            f.read_write,
+            futex::WAIT,
+            1,
+            MILLISECOND.as_ptr() as u64,
         )
     }),
-    case("thread_spawn/kernel-stack", Errno::Fault, |_| {
-        call3(Syscall::ThreadSpawn, user_code(), KERNEL + PAGE_SIZE, 0)
-    }),
-    case("thread_spawn/misaligned-stack", Errno::Inval, |f| {
-        call3(
-            Syscall::ThreadSpawn,
-            user_code(),
-            f.read_write + PAGE_SIZE - 8,
-            0,
+    case("futex/negative-timeout", Errno::Inval, |f| {
+        call4(
+            Syscall::Futex,
+            f.read_write,
+            futex::WAIT,
+            1,
+            NEGATIVE_SECOND.as_ptr() as u64,
         )
     }),
-    // thread_join(tid)
-    case("thread_join/no-such-thread", Errno::Srch, |_| {
-        call1(Syscall::ThreadJoin, NOBODY)
+    case("futex/empty-bitset", Errno::Inval, |f| {
+        // SAFETY: refused without effect (see the bad calls below).
+        unsafe {
+            syscall6(
+                Syscall::Futex as u64,
+                f.read_write,
+                futex::WAIT_BITSET,
+                1,
+                0,
+                0,
+                0,
+            )
+        }
+    }),
+    case("futex/unknown-op", Errno::NoSys, |f| {
+        call4(Syscall::Futex, f.read_write, 99, 0, 0)
+    }),
+    // arch_prctl(code, addr)
+    case("arch_prctl/set-gs", Errno::Inval, |f| {
+        call2(Syscall::ArchPrctl, abi::arch_prctl::SET_GS, f.read_write)
+    }),
+    case("arch_prctl/kernel-fs", Errno::Perm, |_| {
+        call2(Syscall::ArchPrctl, abi::arch_prctl::SET_FS, KERNEL)
+    }),
+    case("arch_prctl/get-fs-read-only", Errno::Fault, |f| {
+        call2(Syscall::ArchPrctl, abi::arch_prctl::GET_FS, f.read_only)
+    }),
+    // sched_getaffinity(pid, len, mask)
+    case("sched_getaffinity/short-mask", Errno::Inval, |f| {
+        call3(Syscall::SchedGetaffinity, 0, 8, f.read_write)
+    }),
+    case("sched_getaffinity/kernel-mask", Errno::Fault, |_| {
+        call3(Syscall::SchedGetaffinity, 0, 256, KERNEL)
+    }),
+    case("sched_getaffinity/no-such-thread", Errno::Srch, |f| {
+        call3(Syscall::SchedGetaffinity, NOBODY, 256, f.read_write)
     }),
     // sched_setaffinity(pid, len, mask)
     case("sched_setaffinity/no-such-cpu", Errno::Inval, |_| {
@@ -216,6 +286,93 @@ const CASES: &[Case] = &[
     case("getcpu/read-only-node", Errno::Fault, |f| {
         call3(Syscall::GetCpu, 0, f.read_only, 0)
     }),
+    // clock_nanosleep(clock, flags, req, rem)
+    case("clock_nanosleep/no-such-clock", Errno::Inval, |_| {
+        call4(
+            Syscall::ClockNanosleep,
+            99,
+            0,
+            MILLISECOND.as_ptr() as u64,
+            0,
+        )
+    }),
+    case("clock_nanosleep/kernel-request", Errno::Fault, |_| {
+        call4(Syscall::ClockNanosleep, abi::clock::MONOTONIC, 0, KERNEL, 0)
+    }),
+    // writev(fd, iov, iovcnt)
+    case("writev/no-such-fd", Errno::BadF, |_| {
+        call3(Syscall::Writev, 3, KERNEL_IOVEC.as_ptr() as u64, 1)
+    }),
+    case("writev/too-many-vectors", Errno::Inval, |_| {
+        call3(Syscall::Writev, 1, KERNEL_IOVEC.as_ptr() as u64, 1025)
+    }),
+    case("writev/kernel-vectors", Errno::Fault, |_| {
+        call3(Syscall::Writev, 1, KERNEL, 1)
+    }),
+    case("writev/kernel-buffer", Errno::Fault, |_| {
+        call3(Syscall::Writev, 1, KERNEL_IOVEC.as_ptr() as u64, 1)
+    }),
+    // ioctl(fd, request, arg)
+    case("ioctl/no-such-fd", Errno::BadF, |f| {
+        call3(Syscall::Ioctl, 5, abi::console::TCGETS, f.read_write)
+    }),
+    case("ioctl/not-a-terminal-request", Errno::NoTty, |f| {
+        call3(Syscall::Ioctl, 1, 0x5422, f.read_write)
+    }),
+    case("ioctl/kernel-window", Errno::Fault, |_| {
+        call3(Syscall::Ioctl, 1, abi::console::TIOCGWINSZ, KERNEL)
+    }),
+    // openat(dirfd, path, flags, mode)
+    case("openat/no-file-system", Errno::NoEnt, |_| {
+        call4(Syscall::Openat, AT_FDCWD, PROC_PATH.as_ptr() as u64, 0, 0)
+    }),
+    case("openat/kernel-path", Errno::Fault, |_| {
+        call4(Syscall::Openat, AT_FDCWD, KERNEL, 0, 0)
+    }),
+    // uname(buf)
+    case("uname/read-only-buffer", Errno::Fault, |f| {
+        call1(Syscall::Uname, f.read_only)
+    }),
+    // getrandom(buf, len, flags)
+    case("getrandom/unknown-flag", Errno::Inval, |f| {
+        call3(Syscall::GetRandom, f.read_write, 16, 0x8)
+    }),
+    case("getrandom/kernel-buffer", Errno::Fault, |_| {
+        call3(Syscall::GetRandom, KERNEL, 16, 0)
+    }),
+    // prlimit64(pid, resource, new, old)
+    case("prlimit64/no-such-resource", Errno::Inval, |f| {
+        call4(Syscall::Prlimit64, 0, 99, 0, f.read_write)
+    }),
+    case("prlimit64/set-a-limit", Errno::Perm, |f| {
+        call4(Syscall::Prlimit64, 0, 3, f.read_write, 0)
+    }),
+    case("prlimit64/other-process", Errno::Srch, |f| {
+        call4(Syscall::Prlimit64, NOBODY, 3, 0, f.read_write)
+    }),
+    case("prlimit64/kernel-old", Errno::Fault, |_| {
+        call4(Syscall::Prlimit64, 0, 3, 0, KERNEL)
+    }),
+    // rt_sigaction(sig, act, oldact, sigsetsize), rt_sigprocmask(how, set,
+    // oldset, sigsetsize)
+    case("rt_sigaction/signal-0", Errno::Inval, |f| {
+        call4(Syscall::RtSigaction, 0, 0, f.read_write, 8)
+    }),
+    case("rt_sigaction/sigkill", Errno::Inval, |f| {
+        call4(Syscall::RtSigaction, 9, f.read_write, 0, 8)
+    }),
+    case("rt_sigaction/set-size", Errno::Inval, |f| {
+        call4(Syscall::RtSigaction, 2, 0, f.read_write, 16)
+    }),
+    case("rt_sigaction/kernel-old", Errno::Fault, |_| {
+        call4(Syscall::RtSigaction, 2, 0, KERNEL, 8)
+    }),
+    case("rt_sigprocmask/unknown-how", Errno::Inval, |f| {
+        call4(Syscall::RtSigprocmask, 7, f.read_write, 0, 8)
+    }),
+    case("rt_sigprocmask/kernel-set", Errno::Fault, |_| {
+        call4(Syscall::RtSigprocmask, 0, KERNEL, 0, 8)
+    }),
     // mmap(addr, len, prot, flags)
     case("mmap/zero-length", Errno::Inval, |_| {
         call_mmap(0, 0, READ, PRIVATE_ANONYMOUS)
@@ -226,8 +383,18 @@ const CASES: &[Case] = &[
     case("mmap/unknown-prot", Errno::Inval, |_| {
         call_mmap(0, PAGE_SIZE, 0x8, PRIVATE_ANONYMOUS)
     }),
-    case("mmap/unknown-flag", Errno::Inval, |_| {
-        call_mmap(0, PAGE_SIZE, READ, PRIVATE_ANONYMOUS | 0x1000)
+    case("mmap/validate-unknown-flag", Errno::OpNotSupp, |_| {
+        let flags = MapFlags::SHARED_VALIDATE.union(MapFlags::ANONYMOUS);
+        call_mmap(0, PAGE_SIZE, READ, flags.bits() | 0x1000)
+    }),
+    case("mmap/no-sharing-type", Errno::Inval, |_| {
+        call_mmap(0, PAGE_SIZE, READ, MapFlags::ANONYMOUS.bits())
+    }),
+    case("mmap/fixed-noreplace-over-mapping", Errno::Exist, |f| {
+        let flags = MapFlags::FIXED_NOREPLACE
+            .union(MapFlags::PRIVATE)
+            .union(MapFlags::ANONYMOUS);
+        call_mmap(f.read_only, PAGE_SIZE, READ, flags.bits())
     }),
     case("mmap/not-anonymous", Errno::BadF, |_| {
         call_mmap(0, PAGE_SIZE, READ, MapFlags::PRIVATE.bits())
@@ -362,6 +529,22 @@ static LAST_CPU_ONLY: [u8; abi::AFFINITY_CPUS / 8] = {
     mask
 };
 
+/// `openat`'s "relative to the working directory".
+const AT_FDCWD: u64 = -100i64 as u64;
+
+/// A path a C library probes.
+static PROC_PATH: &[u8] = b"/proc/self/maps\0";
+
+/// One `struct iovec` naming 16 bytes of kernel memory.
+static KERNEL_IOVEC: [u64; 2] = [KERNEL, 16];
+
+/// A millisecond, as a timeout.
+static MILLISECOND: [u8; Timespec::SIZE] = Timespec {
+    seconds: 0,
+    nanoseconds: 1_000_000,
+}
+.to_bytes();
+
 /// `nanosleep` requests Linux refuses with `EINVAL`.
 static NEGATIVE_SECOND: [u8; Timespec::SIZE] = Timespec {
     seconds: -1,
@@ -376,17 +559,6 @@ static BILLION_NANOSECONDS: [u8; Timespec::SIZE] = Timespec {
 
 /// A program name that exists, for cases where something else is wrong.
 const HELLO: &str = "hello";
-
-/// An address inside this program's code: a valid entry point for the
-/// thread cases that must fail for another reason (and, were they wrongly
-/// accepted, a thread that ends at once).
-fn user_code() -> u64 {
-    end_thread as *const () as u64
-}
-
-extern "C" fn end_thread() -> ! {
-    sys::thread_exit(0)
-}
 
 fn main(_args: &str) -> i32 {
     let fixture = Fixture::new();
@@ -424,8 +596,7 @@ impl core::fmt::Display for Shown {
 
 // The bad calls. They must all fail without effect; were the kernel to
 // wrongly accept one, the worst it could do is read from our memory, map
-// a page or start a thread that ends at once, none of which breaks this
-// program.
+// a page, or start a child on this thread's stack (`call_clone`).
 
 fn call1(syscall: Syscall, a0: u64) -> i64 {
     // SAFETY: see the comment above.
@@ -445,6 +616,14 @@ fn call3(syscall: Syscall, a0: u64, a1: u64, a2: u64) -> i64 {
 fn call4(syscall: Syscall, a0: u64, a1: u64, a2: u64, a3: u64) -> i64 {
     // SAFETY: see the comment above.
     unsafe { syscall4(syscall as u64, a0, a1, a2, a3) }
+}
+
+/// `clone` with a null stack and child id. Every case is refused before a
+/// thread or process starts; were one wrongly accepted, the child would
+/// run on this thread's stack, so the program would see it.
+fn call_clone(flags: u64, parent_tid: u64, tls: u64) -> i64 {
+    // SAFETY: see the comment above.
+    unsafe { syscall6(Syscall::Clone as u64, flags, 0, parent_tid, 0, tls, 0) }
 }
 
 /// `mmap` as for an anonymous mapping: no file descriptor, offset 0.

@@ -7,9 +7,13 @@
 #![no_std]
 #![no_main]
 
+use core::sync::atomic::{AtomicU32, Ordering};
+
 use user::{
-    abi::{PAGE_SIZE, Prot, advice},
-    println, sys, thread,
+    abi::{self, PAGE_SIZE, Prot, Syscall, Timespec, advice, arch_prctl, identity},
+    println,
+    raw::{syscall1, syscall2, syscall3, syscall4},
+    sys, thread,
 };
 
 user::entry!(main);
@@ -38,6 +42,16 @@ const CASES: &[Case] = &[
     ("spawn_wait", spawn_wait),
     ("wait_for_a_killed_child", wait_for_a_killed_child),
     ("tlb_stats", tlb_stats),
+    ("fs_base_per_thread", fs_base_per_thread),
+    ("sse_registers_per_thread", sse_registers_per_thread),
+    ("futex_wait_wake", futex_wait_wake),
+    ("brk", brk),
+    ("uname", uname),
+    ("getrandom", getrandom),
+    ("writev", writev),
+    ("sched_getaffinity", sched_getaffinity),
+    ("clock_nanosleep_absolute", clock_nanosleep_absolute),
+    ("console_is_a_terminal", console_is_a_terminal),
 ];
 
 fn main(_args: &str) -> i32 {
@@ -197,5 +211,272 @@ fn tlb_stats() -> Outcome {
     check(
         bytes > 0 && bytes % 8 == 0,
         "tlb_stats returned no whole counters",
+    )
+}
+
+/// `arch_prctl(ARCH_SET_FS)`: `fs:0` reads where the base points, each
+/// thread keeps its own base across switches (both run on CPU 0 and yield
+/// to each other), and a thread inherits its creator's (Linux's `clone`
+/// without `CLONE_SETTLS`).
+fn fs_base_per_thread() -> Outcome {
+    static MINE: [u64; 1] = [0x1111];
+    static THEIRS: [u64; 1] = [0x2222];
+    static ARRIVED: AtomicU32 = AtomicU32::new(0);
+    set_fs(MINE.as_ptr() as u64)?;
+    sys::set_affinity(0).map_err(|_| "set_affinity(0) failed")?;
+    let handle = thread::spawn(|| {
+        let inherited = read_fs_word();
+        if set_fs(THEIRS.as_ptr() as u64).is_err() || sys::set_affinity(0).is_err() {
+            return 0;
+        }
+        meet_on_one_cpu(&ARRIVED);
+        u64::from(inherited == 0x1111) << 1 | u64::from(read_fs_word() == 0x2222)
+    })
+    .map_err(|_| "thread spawn failed")?;
+    meet_on_one_cpu(&ARRIVED);
+    let theirs = handle.join().map_err(|_| "join failed")?;
+    sys::set_affinity(abi::ANY_CPU).map_err(|_| "set_affinity(ANY_CPU) failed")?;
+    check(read_fs_word() == 0x1111, "the main thread lost its FS base")?;
+    check(theirs & 2 != 0, "a new thread did not inherit the FS base")?;
+    check(theirs & 1 != 0, "the thread lost its own FS base")?;
+    let mut base = 0u64;
+    // SAFETY: the kernel writes the 8-byte base into `base`.
+    let got = unsafe {
+        syscall2(
+            Syscall::ArchPrctl as u64,
+            arch_prctl::GET_FS,
+            (&raw mut base) as u64,
+        )
+    };
+    check(
+        got == 0 && base == MINE.as_ptr() as u64,
+        "ARCH_GET_FS does not say the base",
+    )
+}
+
+/// Two threads pinned to one CPU wait for each other here, then yield to
+/// each other fifty times: each yield is a switch between them.
+fn meet_on_one_cpu(arrived: &AtomicU32) {
+    arrived.fetch_add(1, Ordering::AcqRel);
+    while arrived.load(Ordering::Acquire) < 2 {
+        let _ = sys::yield_now();
+    }
+    for _ in 0..50 {
+        let _ = sys::yield_now();
+    }
+}
+
+fn set_fs(base: u64) -> Outcome {
+    // SAFETY: nothing in this program uses FS but `read_fs_word`.
+    let got = unsafe { syscall2(Syscall::ArchPrctl as u64, arch_prctl::SET_FS, base) };
+    check(got == 0, "ARCH_SET_FS failed")
+}
+
+fn read_fs_word() -> u64 {
+    let word: u64;
+    // SAFETY: every caller has set FS to a static word first.
+    unsafe {
+        core::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) word, options(nostack, readonly));
+    }
+    word
+}
+
+/// Two threads on one CPU each keep a value in `xmm0` while they switch
+/// back and forth: the kernel saves and restores the SSE registers (the
+/// Rust programs are built without SSE, so only this assembly uses them).
+/// Both pin themselves to CPU 0 and meet before they start, so that their
+/// yields switch between them.
+fn sse_registers_per_thread() -> Outcome {
+    static ARRIVED: AtomicU32 = AtomicU32::new(0);
+    sys::set_affinity(0).map_err(|_| "set_affinity(0) failed")?;
+    let handle = thread::spawn(|| {
+        if sys::set_affinity(0).is_err() {
+            return 0;
+        }
+        meet_on_one_cpu(&ARRIVED);
+        u64::from(keeps_xmm0(0x0bad_cafe_f00d_0002))
+    })
+    .map_err(|_| "thread spawn failed")?;
+    meet_on_one_cpu(&ARRIVED);
+    let mine = keeps_xmm0(0x0bad_cafe_f00d_0001);
+    let theirs = handle.join().map_err(|_| "join failed")? == 1;
+    sys::set_affinity(abi::ANY_CPU).map_err(|_| "set_affinity(ANY_CPU) failed")?;
+    check(mine && theirs, "an SSE register changed across a switch")
+}
+
+/// Puts `value` in `xmm0`, yields a hundred times, and says whether it is
+/// still there.
+fn keeps_xmm0(value: u64) -> bool {
+    let back: u64;
+    // SAFETY: the program is soft-float, so no compiled code uses `xmm0`;
+    // `sched_yield` clobbers only `rax`, `rcx` and `r11`, declared.
+    unsafe {
+        core::arch::asm!(
+            "movq xmm0, {value}",
+            "mov {count:e}, 100",
+            "2:",
+            "mov eax, {yield_number}",
+            "syscall",
+            "dec {count:e}",
+            "jnz 2b",
+            "movq {back}, xmm0",
+            value = in(reg) value,
+            back = lateout(reg) back,
+            count = out(reg) _,
+            yield_number = const Syscall::SchedYield as u64,
+            out("rax") _, out("rcx") _, out("r11") _,
+        );
+    }
+    back == value
+}
+
+/// One thread sleeps on a futex word until another changes it and wakes
+/// it.
+fn futex_wait_wake() -> Outcome {
+    static WORD: AtomicU32 = AtomicU32::new(0);
+    let handle = thread::spawn(|| {
+        while WORD.load(Ordering::Acquire) == 0 {
+            let _ = sys::futex_wait(&WORD, 0);
+        }
+        u64::from(WORD.load(Ordering::Acquire))
+    })
+    .map_err(|_| "thread spawn failed")?;
+    sys::sleep(10_000_000).map_err(|_| "sleep failed")?;
+    WORD.store(7, Ordering::Release);
+    let woken = sys::futex_wake(&WORD, u32::MAX).map_err(|_| "futex wake failed")?;
+    check(woken <= 1, "a wake woke more threads than wait")?;
+    check(
+        handle.join() == Ok(7),
+        "the sleeper did not see the new value",
+    )
+}
+
+/// `brk`: the heap after the image grows (zeroed, writable) and shrinks;
+/// a request below its start changes nothing.
+fn brk() -> Outcome {
+    let brk = |end: u64| {
+        // SAFETY: moving the break only maps or unmaps heap pages, which
+        // this program does not otherwise use.
+        unsafe { syscall1(Syscall::Brk as u64, end) as u64 }
+    };
+    let start = brk(0);
+    check(start > abi::USER_IMAGE_BASE, "brk(0) gave no heap start")?;
+    let end = start + 3 * PAGE_SIZE + 5;
+    check(brk(end) == end, "brk did not grow the heap")?;
+    // SAFETY: the heap now covers `start..end`.
+    let heap = unsafe { core::slice::from_raw_parts_mut(start as *mut u8, (end - start) as usize) };
+    check(
+        heap.iter().all(|&byte| byte == 0),
+        "the new heap is not zero",
+    )?;
+    heap.fill(0x77);
+    check(brk(start) == start, "brk did not shrink the heap")?;
+    check(brk(1) == start, "brk below the heap moved it")
+}
+
+/// `uname`: a Linux system call table on an x86-64 machine.
+fn uname() -> Outcome {
+    let mut buffer = [0u8; identity::UTSNAME_SIZE];
+    // SAFETY: the kernel writes `UTSNAME_SIZE` bytes into the buffer.
+    let got = unsafe { syscall1(Syscall::Uname as u64, buffer.as_mut_ptr() as u64) };
+    let field = |index: usize| {
+        let field = &buffer[index * identity::UTSNAME_FIELD..][..identity::UTSNAME_FIELD];
+        let len = field
+            .iter()
+            .position(|&byte| byte == 0)
+            .unwrap_or(field.len());
+        &field[..len]
+    };
+    check(got == 0, "uname failed")?;
+    check(
+        field(0) == b"Linux" && field(4) == b"x86_64",
+        "uname names another system",
+    )
+}
+
+/// `getrandom`: two fills differ.
+fn getrandom() -> Outcome {
+    let (mut first, mut second) = ([0u8; 32], [0u8; 32]);
+    for buffer in [&mut first, &mut second] {
+        // SAFETY: the kernel writes 32 bytes into the buffer.
+        let got = unsafe { syscall3(Syscall::GetRandom as u64, buffer.as_mut_ptr() as u64, 32, 0) };
+        check(got == 32, "getrandom did not fill 32 bytes")?;
+    }
+    check(first != second, "two getrandom fills are the same")
+}
+
+/// `writev`: two buffers, one line.
+fn writev() -> Outcome {
+    let (head, tail) = (b"syscalls: writev ", b"works\n");
+    let vectors = [
+        head.as_ptr() as u64,
+        head.len() as u64,
+        tail.as_ptr() as u64,
+        tail.len() as u64,
+    ];
+    // SAFETY: the kernel only reads the vectors and the buffers.
+    let got = unsafe {
+        syscall3(
+            Syscall::Writev as u64,
+            sys::STDOUT,
+            vectors.as_ptr() as u64,
+            2,
+        )
+    };
+    check(got == 23, "writev did not report 23 bytes")
+}
+
+/// `sched_getaffinity`: one CPU when pinned, at least that one when not.
+fn sched_getaffinity() -> Outcome {
+    sys::set_affinity(0).map_err(|_| "set_affinity(0) failed")?;
+    let pinned = sys::affinity_of(0).map_err(|_| "sched_getaffinity failed")?;
+    sys::set_affinity(abi::ANY_CPU).map_err(|_| "set_affinity(ANY_CPU) failed")?;
+    let free = sys::affinity_of(0).map_err(|_| "sched_getaffinity failed")?;
+    check(
+        pinned[0] == 1 && pinned[1..].iter().all(|&byte| byte == 0),
+        "pinned to CPU 0, the mask says otherwise",
+    )?;
+    check(
+        free[0] & 1 == 1,
+        "a thread free to run anywhere may not run on CPU 0",
+    )
+}
+
+/// `clock_nanosleep(TIMER_ABSTIME)`: wakes no earlier than the time asked.
+fn clock_nanosleep_absolute() -> Outcome {
+    let wake_at = sys::clock().map_err(|_| "clock failed")? + 5_000_000;
+    let request = Timespec::from_ns(wake_at).to_bytes();
+    // SAFETY: the kernel only reads the request.
+    let got = unsafe {
+        syscall4(
+            Syscall::ClockNanosleep as u64,
+            abi::clock::MONOTONIC,
+            1,
+            request.as_ptr() as u64,
+            0,
+        )
+    };
+    check(got == 0, "clock_nanosleep failed")?;
+    check(
+        sys::clock().map_err(|_| "clock failed")? >= wake_at,
+        "woke before the time asked",
+    )
+}
+
+/// The console answers `TIOCGWINSZ` as a terminal of 24 rows, 80 columns.
+fn console_is_a_terminal() -> Outcome {
+    let mut window = [0u16; 4];
+    // SAFETY: the kernel writes 8 bytes into `window`.
+    let got = unsafe {
+        syscall3(
+            Syscall::Ioctl as u64,
+            sys::STDOUT,
+            abi::console::TIOCGWINSZ,
+            window.as_mut_ptr() as u64,
+        )
+    };
+    check(
+        got == 0 && window[..2] == [24, 80],
+        "TIOCGWINSZ did not describe the console",
     )
 }

@@ -17,7 +17,7 @@ use spin::Once;
 
 use crate::framework::TestResult;
 use crate::{check, check_eq, require_ok};
-use kernel::{smp, task::{sched, thread::Thread, vm::{AddressSpace, Sharing}}, tlb};
+use kernel::{smp, task::{sched, thread::Thread, vm::{AddressSpace, Placement, Sharing}}, tlb};
 use hal::context::ThreadStart;
 use hal::time::Deadline;
 
@@ -89,7 +89,7 @@ pub fn stuck_cpu() -> TestResult {
         .call_once(|| AddressSpace::new(kernel_root).expect("a page-table root for the test"));
     require_ok!(
         space
-            .map_anonymous(PAGE, PAGE_SIZE, Prot::READ | Prot::WRITE, true, Sharing::Private)
+            .map_anonymous(PAGE, PAGE_SIZE, Prot::READ | Prot::WRITE, Placement::Fixed, Sharing::Private)
             .and_then(|_| space.copy_out(PAGE, &[1]))
             .map_err(|errno| alloc::format!("{errno:?}"))
     );

@@ -7,7 +7,7 @@ use abi::{Errno, PAGE_SIZE, Prot};
 
 use kernel::task::{
     swap,
-    vm::{Access, AddressSpace, FaultError, Sharing},
+    vm::{Access, AddressSpace, FaultError, Placement, Sharing},
 };
 use crate::{check_eq, framework::TestResult, require_ok};
 use kernel::tlb;
@@ -24,7 +24,7 @@ pub fn demand_zero_copy_and_discard() -> TestResult {
     let free_frames = hal::frames::free_count();
     let base = require_ok!(
         space
-            .map_anonymous(0, 3 * PAGE_SIZE, Prot::READ | Prot::WRITE, false, Sharing::Private)
+            .map_anonymous(0, 3 * PAGE_SIZE, Prot::READ | Prot::WRITE, Placement::Anywhere, Sharing::Private)
             .map_err(|e| alloc::format!("{e:?}"))
     );
     check_eq!(
@@ -69,7 +69,7 @@ pub fn faults_respect_protection() -> TestResult {
     };
     let base = require_ok!(
         space
-            .map_anonymous(0, PAGE_SIZE, Prot::READ, false, Sharing::Private)
+            .map_anonymous(0, PAGE_SIZE, Prot::READ, Placement::Anywhere, Sharing::Private)
             .map_err(|e| alloc::format!("{e:?}"))
     );
     check_eq!(space.handle_fault(base, read), Ok(()));
@@ -106,24 +106,24 @@ pub fn rejects_bad_ranges_and_flags() -> TestResult {
     let space = new_space()?;
     let rw = Prot::READ | Prot::WRITE;
     check_eq!(
-        space.map_anonymous(0, 0, rw, false, Sharing::Private),
+        space.map_anonymous(0, 0, rw, Placement::Anywhere, Sharing::Private),
         Err(Errno::Inval),
         "zero length"
     );
     check_eq!(
-        space.map_anonymous(0, u64::MAX, rw, false, Sharing::Private),
+        space.map_anonymous(0, u64::MAX, rw, Placement::Anywhere, Sharing::Private),
         Err(Errno::Inval),
         "overflowing length"
     );
     // Unknown protection bits cannot get this far: the system call refuses
     // them when it decodes `Prot` (`syscall_errors`: `mmap/unknown-prot`).
     check_eq!(
-        space.map_anonymous(0x1234, PAGE_SIZE, rw, true, Sharing::Private),
+        space.map_anonymous(0x1234, PAGE_SIZE, rw, Placement::Fixed, Sharing::Private),
         Err(Errno::Inval),
         "misaligned fixed address"
     );
     check_eq!(
-        space.map_anonymous(0xffff_8000_0000_0000, PAGE_SIZE, rw, true, Sharing::Private),
+        space.map_anonymous(0xffff_8000_0000_0000, PAGE_SIZE, rw, Placement::Fixed, Sharing::Private),
         Err(Errno::Inval),
         "kernel address"
     );
@@ -156,12 +156,12 @@ pub fn fixed_mapping_replaces_atomically() -> TestResult {
     let rw = Prot::READ | Prot::WRITE;
     let base = require_ok!(
         space
-            .map_anonymous(0, 2 * PAGE_SIZE, rw, false, Sharing::Private)
+            .map_anonymous(0, 2 * PAGE_SIZE, rw, Placement::Anywhere, Sharing::Private)
             .map_err(|e| alloc::format!("{e:?}"))
     );
     check_eq!(space.copy_out(base, &[7; 16]), Ok(()));
     check_eq!(
-        space.map_anonymous(base, PAGE_SIZE, Prot::READ, true, Sharing::Private),
+        space.map_anonymous(base, PAGE_SIZE, Prot::READ, Placement::Fixed, Sharing::Private),
         Ok(base)
     );
     check_eq!(
@@ -188,7 +188,7 @@ pub fn page_out_and_back() -> TestResult {
     let pages = 4;
     let base = require_ok!(
         space
-            .map_anonymous(0, pages * PAGE_SIZE, Prot::READ | Prot::WRITE, false, Sharing::Private)
+            .map_anonymous(0, pages * PAGE_SIZE, Prot::READ | Prot::WRITE, Placement::Anywhere, Sharing::Private)
             .map_err(|e| alloc::format!("{e:?}"))
     );
     let pattern: Vec<u8> = (0..pages * PAGE_SIZE).map(|i| (i % 251) as u8).collect();
@@ -238,19 +238,19 @@ pub fn region_limit_refuses_only_growth() -> TestResult {
     let rw = Prot::READ | Prot::WRITE;
     let wide = require_ok!(
         space
-            .map_anonymous(0, 3 * PAGE_SIZE, rw, false, Sharing::Private)
+            .map_anonymous(0, 3 * PAGE_SIZE, rw, Placement::Anywhere, Sharing::Private)
             .map_err(|e| alloc::format!("{e:?}"))
     );
     let mut last = 0;
     for _ in 1..abi::MAX_REGIONS {
         last = require_ok!(
             space
-                .map_anonymous(0, PAGE_SIZE, rw, false, Sharing::Private)
+                .map_anonymous(0, PAGE_SIZE, rw, Placement::Anywhere, Sharing::Private)
                 .map_err(|e| alloc::format!("{e:?}"))
         );
     }
     check_eq!(
-        space.map_anonymous(0, PAGE_SIZE, rw, false, Sharing::Private),
+        space.map_anonymous(0, PAGE_SIZE, rw, Placement::Anywhere, Sharing::Private),
         Err(Errno::NoMem),
         "one region more than the limit"
     );
@@ -270,7 +270,7 @@ pub fn region_limit_refuses_only_growth() -> TestResult {
         "the refused calls changed nothing"
     );
     check_eq!(
-        space.map_anonymous(last, PAGE_SIZE, Prot::READ, true, Sharing::Private),
+        space.map_anonymous(last, PAGE_SIZE, Prot::READ, Placement::Fixed, Sharing::Private),
         Ok(last),
         "a fixed mapping over a whole region"
     );

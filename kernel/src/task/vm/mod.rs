@@ -129,6 +129,20 @@ pub enum Sharing {
     Shared,
 }
 
+/// Where `mmap` puts a new region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Wherever there is room (the address is only a hint, ignored here).
+    Anywhere,
+    /// Exactly at the address, replacing what was mapped there, as one
+    /// step: another thread sees the old page or the new one, never a hole
+    /// (`MAP_FIXED`).
+    Fixed,
+    /// Exactly at the address, or `EEXIST` if anything is mapped there
+    /// (`MAP_FIXED_NOREPLACE`; how `brk` grows the heap).
+    FixedNoReplace,
+}
+
 /// How a page fault was resolved.
 #[derive(Debug, PartialEq, Eq)]
 pub enum FaultError {

@@ -23,7 +23,7 @@ use hal::page_table::Leaf;
 use x86_64::structures::paging::PageTableFlags;
 
 use super::{
-    AddressSpace, Frames, Memory, SharedMemory, Sharing,
+    AddressSpace, Frames, Memory, Placement, SharedMemory, Sharing,
     region::{Region, SharedPages, entry_flags},
     regions::{Holes, Inside, MAX_REGION, user_range},
     swap,
@@ -66,16 +66,14 @@ impl Memory {
 impl AddressSpace {
     /// `mmap(MAP_ANONYMOUS)`: a new region of `len` bytes with `prot`,
     /// private to this process (copy-on-write across `fork`) or shared with
-    /// the children `fork` makes from now on. With `fixed`, exactly at
-    /// `addr`, replacing whatever was mapped there (as one step: another
-    /// thread sees the old page or the new one, never a hole); otherwise
-    /// wherever there is room.
+    /// the children `fork` makes from now on, placed as `placement` says.
+    /// Returns where it is.
     pub fn map_anonymous(
         &self,
         addr: u64,
         len: u64,
         prot: Prot,
-        fixed: bool,
+        placement: Placement,
         sharing: Sharing,
     ) -> Result<u64, Errno> {
         let region = |end| Region {
@@ -89,7 +87,7 @@ impl AddressSpace {
         let rounded = len
             .checked_next_multiple_of(PAGE_SIZE)
             .ok_or(Errno::Inval)?;
-        if !fixed {
+        if placement == Placement::Anywhere {
             if rounded == 0 || rounded > MAX_REGION {
                 return Err(Errno::Inval);
             }
@@ -100,6 +98,9 @@ impl AddressSpace {
             return Ok(start);
         }
         let (end, mut memory) = self.lock_range(addr, rounded, Holes::Allowed)?;
+        if placement == Placement::FixedNoReplace && memory.overlaps(addr, end) {
+            return Err(Errno::Exist);
+        }
         memory.cut_out(addr, end, Inside::Go, 1)?;
         let replaced = memory.unmap_pages(addr, end);
         memory.regions.insert(addr, region(end));
