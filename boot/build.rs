@@ -5,11 +5,14 @@
 //! `KERNEL_TESTS_UEFI_IMAGE`, ...).
 //!
 //! Every image carries a ramdisk: every program of the `user` crate (also an
-//! artifact dependency), packed into a cpio "newc" archive (the format of
-//! Linux's initramfs, see `build/ramdisk.rs`), written next to the images as
-//! `ramdisk.cpio`. The bootloader loads it into memory and the kernel finds
-//! its programs there by name.
+//! artifact dependency) and the C programs of `user/c/`, built static with
+//! musl and with glibc (`build/c_programs.rs`), packed into a cpio "newc"
+//! archive (the format of Linux's initramfs, see `build/ramdisk.rs`),
+//! written next to the images as `ramdisk.cpio`. The bootloader loads it
+//! into memory and the kernel finds its programs there by name.
 
+#[path = "build/c_programs.rs"]
+mod c_programs;
 #[path = "build/ramdisk.rs"]
 mod ramdisk;
 
@@ -134,10 +137,37 @@ fn write_ramdisk(path: &Path) {
         !programs.is_empty(),
         "cargo built no user programs (is `user` an artifact build-dependency?)"
     );
+    programs.extend(c_programs::build(
+        &workspace_root().join("user/c"),
+        path.parent().expect("the ramdisk lies in OUT_DIR"),
+        &profile_dir(path).join("c-programs"),
+    ));
     let archive = ramdisk::pack(&programs);
     ramdisk::verify(&archive, &programs);
     std::fs::write(path, archive)
         .unwrap_or_else(|error| panic!("writing {}: {error}", path.display()));
+}
+
+/// The workspace's root, the parent of this crate's directory.
+fn workspace_root() -> PathBuf {
+    let manifest_dir =
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    Path::new(&manifest_dir)
+        .parent()
+        .expect("boot/ lies in the workspace")
+        .to_path_buf()
+}
+
+/// `target/<profile>/`, from a path in this build script's `OUT_DIR`,
+/// which lies in the profile's `build/` directory (at
+/// `build/boot-<hash>/out/` or, with newer cargo, `build/boot/<hash>/out/`).
+fn profile_dir(in_out_dir: &Path) -> PathBuf {
+    in_out_dir
+        .ancestors()
+        .find(|dir| dir.file_name().is_some_and(|name| name == "build"))
+        .and_then(Path::parent)
+        .expect("OUT_DIR lies in the profile's build/ directory")
+        .to_path_buf()
 }
 
 /// The bootloader logs to the serial port and the framebuffer by default. Its
