@@ -110,7 +110,7 @@ fn every_system_call_succeeds_when_used_right() {
     let run = exec(4, "syscalls");
     assert!(!run.printed("FAIL "), "{}", run.describe());
     assert!(
-        run.printed("syscalls: 24 cases, 0 failed"),
+        run.printed("syscalls: 25 cases, 0 failed"),
         "{}",
         run.describe()
     );
@@ -124,7 +124,7 @@ fn every_system_call_succeeds_when_used_right() {
 /// come back as `EFAULT` and `ENOSYS`.
 #[test]
 fn static_c_programs_run_unmodified() {
-    for program in ["libc_smoke", "libc_smoke-glibc"] {
+    for program in ["libc_smoke-musl", "libc_smoke-glibc"] {
         let run = exec(4, program);
         assert!(!run.printed("FAIL "), "{program}:\n{}", run.describe());
         assert!(
@@ -132,8 +132,31 @@ fn static_c_programs_run_unmodified() {
             "{program}:\n{}",
             run.describe()
         );
+        assert!(
+            !run.printed("which this kernel does not offer"),
+            "{program}: logged unasked"
+        );
         assert_exit(&run, program, 0);
     }
+}
+
+/// With `syscall.unknown=log`, a call the kernel does not offer is named in
+/// the log with the program that made it (and still fails with `ENOSYS`).
+#[test]
+fn unknown_system_calls_are_named_when_asked() {
+    let run = boot(&config(2, "syscall.unknown=log exec=libc_smoke-musl"));
+    assert!(
+        run.printed("syscall: libc_smoke-musl (pid 1, thread ")
+            && run.printed(" made system call 999, which this kernel does not offer"),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        run.printed("libc_smoke: 6 checks, 0 failed"),
+        "{}",
+        run.describe()
+    );
+    assert_exit(&run, "libc_smoke-musl", 0);
 }
 
 /// Each forbidden access (kernel memory read, written or executed, a
@@ -267,26 +290,84 @@ fn cowrace_finds_no_stale_copy_on_write_translation() {
 
 /// The reproducer can fail: with the flush IPIs left out
 /// (`tlb.bug=no-flush-ipis`), a reader that stays on the address space
-/// keeps reading `A`'s old frame after the copy-on-write break.
+/// keeps reading `A`'s old frame after the copy-on-write break. The C
+/// version, written for Linux and built with musl, catches it the same way.
 #[test]
 fn cowrace_catches_a_flush_that_misses_the_reader() {
-    let run = boot(&config(2, "tlb.bug=no-flush-ipis exec=cowrace:2000,stay"));
+    for program in ["cowrace", "cowrace-musl"] {
+        let run = boot(&config(
+            2,
+            &format!("tlb.bug=no-flush-ipis exec={program}:2000,stay"),
+        ));
+        assert!(
+            run.printed("cowrace: iterations=2000 reader=stay "),
+            "{program}\n{}",
+            run.describe()
+        );
+        assert!(
+            run.number("cowrace: iterations=", "violations") > 0,
+            "{program}: the missing flush went unnoticed\n{}",
+            run.describe()
+        );
+        assert!(
+            run.printed("cowrace: first violation: read B="),
+            "{program}\n{}",
+            run.describe()
+        );
+        assert_exit(&run, program, 1);
+    }
+}
+
+/// The C reproducer finds nothing on the correct kernel either.
+#[test]
+fn the_c_cowrace_finds_no_stale_translation() {
+    let run = exec(4, "cowrace-glibc:3000");
     assert!(
-        run.printed("cowrace: iterations=2000 reader=stay "),
+        run.printed("cowrace: iterations=3000 reader=switch ")
+            && run.printed(" violations=0 failed_forks=0 "),
         "{}",
         run.describe()
     );
-    assert!(
-        run.number("cowrace: iterations=", "violations") > 0,
-        "the missing flush went unnoticed\n{}",
-        run.describe()
-    );
-    assert!(
-        run.printed("cowrace: first violation: read B="),
-        "{}",
-        run.describe()
-    );
-    assert_exit(&run, "cowrace", 1);
+    assert_exit(&run, "cowrace-glibc", 0);
+}
+
+/// The C `tlb_flush2`, the file `bench --against linux` runs on both
+/// kernels, does the Rust program's work and prints its summary line, with
+/// this kernel's counters (its own `tlb_stats` call), in both modes and
+/// with both C libraries.
+#[test]
+fn the_c_tlb_flush2_runs_both_modes() {
+    for (program, kind) in [
+        ("tlb_flush2-musl", "threads"),
+        ("tlb_flush2-glibc", "processes"),
+    ] {
+        let run = exec(2, &format!("{program}:{kind},2,200,500"));
+        let line = "tlb_flush2: kind=";
+        assert!(
+            run.printed(&format!(
+                "tlb_flush2: kind={kind} tasks=2 cpus=2 measured_ms=500 "
+            )),
+            "{program}\n{}",
+            run.describe()
+        );
+        assert_eq!(
+            run.number(line, "failed_tasks"),
+            0,
+            "{program}\n{}",
+            run.describe()
+        );
+        assert!(
+            run.number(line, "iterations") > 0,
+            "{program}\n{}",
+            run.describe()
+        );
+        assert!(
+            run.printed(" ipis_sent_per_iter=") && !run.printed("counters=none"),
+            "{program}: no kernel counters\n{}",
+            run.describe()
+        );
+        assert_exit(&run, program, 0);
+    }
 }
 
 /// A Dirty-COW-style race: a write through a copy-on-write fault against

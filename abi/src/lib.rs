@@ -226,6 +226,39 @@ pub const TLB_COUNTER_NAMES: [&str; 16] = [
 mod tests {
     use super::*;
 
+    /// The C programs' header (`user/c/shootdown.h`) names the kernel's own
+    /// call and the counters it uses by the numbers this crate gives them.
+    #[test]
+    fn the_c_header_agrees() {
+        extern crate std;
+        use std::format;
+        let header = include_str!("../../user/c/shootdown.h");
+        let define = |name: &str| -> u64 {
+            let prefix = format!("#define {name} ");
+            let line = header
+                .lines()
+                .find_map(|line| line.strip_prefix(prefix.as_str()))
+                .unwrap_or_else(|| panic!("shootdown.h does not define {name}"));
+            line.trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("{name}: {line}"))
+        };
+        assert_eq!(define("SHOOTDOWN_SYS_TLB_STATS"), Syscall::TlbStats as u64);
+        assert_eq!(define("SHOOTDOWN_COUNTERS"), TLB_COUNTER_NAMES.len() as u64);
+        let mut checked = 0;
+        for (index, name) in TLB_COUNTER_NAMES.iter().enumerate() {
+            let macro_name = format!("SHOOTDOWN_COUNTER_{}", name.to_uppercase());
+            if header.contains(&format!("#define {macro_name} ")) {
+                assert_eq!(define(&macro_name), index as u64, "{name}");
+                checked += 1;
+            }
+        }
+        assert_eq!(
+            checked,
+            header.matches("#define SHOOTDOWN_COUNTER_").count()
+        );
+    }
+
     /// The bits are Linux's (`include/uapi/asm-generic/mman-common.h`).
     #[test]
     fn flag_values_are_linux_values() {

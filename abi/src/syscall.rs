@@ -11,6 +11,9 @@ pub enum Syscall {
     /// `write(fd, buf, count) -> count`: file descriptors 1 and 2 (standard
     /// output and error) are the console; there are no others.
     Write = 1,
+    /// `fstat(fd, buf) -> 0`: the console is a character device
+    /// ([`console::stat`](crate::console::stat)).
+    Fstat = 5,
     /// `mmap(addr, len, prot, flags, fd, offset) -> addr`: anonymous
     /// memory only (`fd` is ignored, `offset` must be page-aligned). As on
     /// Linux, flags the kernel does not know are ignored.
@@ -63,12 +66,16 @@ pub enum Syscall {
     /// thread's value is the process's exit code.
     Exit = 60,
     /// `wait4(pid, wstatus, options, rusage) -> pid`: waits for the child
-    /// `pid` to end (`pid > 0`, `options` 0) and stores its status at
-    /// `wstatus` (if not null) as Linux encodes it ([`wait_status`](crate::wait_status));
-    /// `rusage`, if not null, is zeroed (nothing is accounted).
+    /// `pid` to end (any child for -1 or 0), or with `WNOHANG` returns 0 if
+    /// none has, and stores its status at `wstatus` (if not null) as Linux
+    /// encodes it ([`wait_status`](crate::wait_status)); `rusage`, if not
+    /// null, is zeroed (nothing is accounted).
     Wait4 = 61,
     /// `uname(buf) -> 0`: the `struct utsname` of [`identity`](crate::identity).
     Uname = 63,
+    /// `readlink(path, buf, size)`: `ENOENT` (there is no file system; a
+    /// C library asking for `/proc/self/exe` does without).
+    Readlink = 89,
     /// `arch_prctl(code, addr) -> 0`: `ARCH_SET_FS` and `ARCH_GET_FS`, the
     /// thread's FS base (its thread-local storage).
     ArchPrctl = 158,
@@ -106,6 +113,13 @@ pub enum Syscall {
     /// so every path is `ENOENT` (a libc that probes `/proc` or `/sys`
     /// falls back).
     Openat = 257,
+    /// `newfstatat(dirfd, path, buf, flags) -> 0`: with `AT_EMPTY_PATH` and
+    /// an empty path, [`Fstat`](Self::Fstat) of `dirfd`; any path is
+    /// `ENOENT`.
+    Newfstatat = 262,
+    /// `readlinkat(dirfd, path, buf, size)`: `ENOENT`, as
+    /// [`Readlink`](Self::Readlink).
+    Readlinkat = 267,
     /// `set_robust_list(head, len)`: `ENOSYS`, as on a Linux built without
     /// robust futexes (a libc then does without them).
     SetRobustList = 273,
@@ -138,8 +152,9 @@ pub const OWN_CALLS: u64 = 1024;
 
 impl Syscall {
     /// Every system call, in number order.
-    pub const ALL: [Syscall; 36] = [
+    pub const ALL: [Syscall; 40] = [
         Self::Write,
+        Self::Fstat,
         Self::Mmap,
         Self::Mprotect,
         Self::Munmap,
@@ -157,6 +172,7 @@ impl Syscall {
         Self::Exit,
         Self::Wait4,
         Self::Uname,
+        Self::Readlink,
         Self::ArchPrctl,
         Self::GetTid,
         Self::Futex,
@@ -167,6 +183,8 @@ impl Syscall {
         Self::ClockNanosleep,
         Self::ExitGroup,
         Self::Openat,
+        Self::Newfstatat,
+        Self::Readlinkat,
         Self::SetRobustList,
         Self::Prlimit64,
         Self::GetCpu,
@@ -194,6 +212,7 @@ mod tests {
     fn numbers_are_linux_numbers() {
         let linux = [
             (Syscall::Write, 1),
+            (Syscall::Fstat, 5),
             (Syscall::Mmap, 9),
             (Syscall::Mprotect, 10),
             (Syscall::Munmap, 11),
@@ -211,6 +230,7 @@ mod tests {
             (Syscall::Exit, 60),
             (Syscall::Wait4, 61),
             (Syscall::Uname, 63),
+            (Syscall::Readlink, 89),
             (Syscall::ArchPrctl, 158),
             (Syscall::GetTid, 186),
             (Syscall::Futex, 202),
@@ -221,6 +241,8 @@ mod tests {
             (Syscall::ClockNanosleep, 230),
             (Syscall::ExitGroup, 231),
             (Syscall::Openat, 257),
+            (Syscall::Newfstatat, 262),
+            (Syscall::Readlinkat, 267),
             (Syscall::SetRobustList, 273),
             (Syscall::Prlimit64, 302),
             (Syscall::GetCpu, 309),

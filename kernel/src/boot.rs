@@ -109,6 +109,7 @@ pub fn kernel_main(boot_info: &'static mut BootInfo, tests: Option<&'static Test
     }
     crate::vm_lock::choose(options.vm_lock);
     hal::ipi::set_halting(options.ipi_halt);
+    crate::task::syscall::log_unknown_calls(options.log_unknown_syscalls);
 
     let cpu = detect_cpu_features();
     let topology = acpi::discover(boot_info.rsdp_addr.into_option(), hal::phys::read_bytes)

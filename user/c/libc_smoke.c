@@ -1,6 +1,6 @@
 /*
  * A C program written for Linux from its manual pages, built static with
- * musl (`musl-gcc -static`) and run unmodified on this kernel: the C
+ * musl and with glibc and run unmodified on this kernel: the C
  * library's own start-up (the ELF entry stack and auxiliary vector, TLS
  * set up with arch_prctl, brk or mmap for malloc), pthreads (clone with
  * CLONE_SETTLS and CLONE_CHILD_CLEARTID, futexes, the clear-tid wake that

@@ -33,6 +33,7 @@ fn parses_every_option() {
             vm_bug: None,
             vm_lock: VmLock::Fine,
             ipi_halt: true,
+            log_unknown_syscalls: false,
         })
     );
     let quarantine = |line| parse(line).map(|options| options.quarantine_frames);
@@ -63,6 +64,11 @@ fn parses_every_option() {
     assert_eq!(ipi_halt("ipi.wait=spin"), Ok(false));
     assert_eq!(ipi_halt("ipi.wait=halt"), Ok(true));
     assert!(ipi_halt("ipi.wait=doze").is_err());
+    let log_unknown = |line| parse(line).map(|options| options.log_unknown_syscalls);
+    assert_eq!(log_unknown(""), Ok(false));
+    assert_eq!(log_unknown("syscall.unknown=log"), Ok(true));
+    assert_eq!(log_unknown("syscall.unknown=quiet"), Ok(false));
+    assert!(log_unknown("syscall.unknown=loud").is_err());
     let profile = |line| parse(line).map(|options| options.profile_hz);
     assert_eq!(profile("profile=on"), Ok(Some(1000)));
     assert_eq!(profile("profile=4000"), Ok(Some(4000)));

@@ -99,6 +99,9 @@ pub struct Process {
     /// `status` lock (for `wait`), read without it (for reaping).
     finished: AtomicBool,
     status: Mutex<Status>,
+    /// Threads waiting for any child of this process to end (`wait4(-1)`);
+    /// each child that finishes wakes them.
+    child_waiters: Mutex<Vec<Arc<Thread>>>,
     /// The live threads.
     threads: Mutex<BTreeMap<u64, Arc<Thread>>>,
     /// The heap `brk` moves (see [`ProgramBreak`]).
@@ -133,6 +136,7 @@ impl Process {
             exiting: AtomicBool::new(false),
             finished: AtomicBool::new(false),
             status: Mutex::new(Status::default()),
+            child_waiters: Mutex::new(Vec::new()),
             threads: Mutex::new(BTreeMap::new()),
             program_break: Mutex::new(program_break),
         });
@@ -336,8 +340,59 @@ impl Process {
         for waiter in &waiters {
             sched::wake(waiter);
         }
+        if let Some(parent) = self.parent.and_then(Self::find) {
+            let waiters = core::mem::take(&mut *parent.child_waiters.lock());
+            for waiter in &waiters {
+                sched::wake(waiter);
+            }
+        }
         drop(threads);
         self.reap_orphans();
+    }
+
+    /// Whether every thread has ended and the address space is gone.
+    pub fn is_finished(&self) -> bool {
+        self.finished.load(Ordering::SeqCst)
+    }
+
+    /// `wait4(-1)`: a finished child of this process, taken out of the
+    /// table, waiting for one to finish unless `block` is false (`WNOHANG`:
+    /// then `Ok(None)`). `Child` if the process has no children, `Srch` if
+    /// it is killed while it waits.
+    pub fn wait_any_child(&self, block: bool) -> Result<Option<Arc<Self>>, Errno> {
+        let me = sched::current();
+        loop {
+            {
+                // Under this lock a finishing child cannot slip between the
+                // look at the table and the sleep: it wakes the waiters
+                // under it, after it set its `finished` flag.
+                let mut waiters = self.child_waiters.lock();
+                let (mut children, mut done) = (0, None);
+                for entry in PROCESSES.lock().values() {
+                    if entry.process.parent == Some(self.pid) {
+                        children += 1;
+                        if done.is_none() && entry.process.is_finished() {
+                            done = Some(Arc::clone(&entry.process));
+                        }
+                    }
+                }
+                if let Some(child) = done {
+                    drop(PROCESSES.lock().remove(&child.pid));
+                    return Ok(Some(child));
+                }
+                if children == 0 {
+                    return Err(Errno::Child);
+                }
+                if !block {
+                    return Ok(None);
+                }
+                waiters.push(Arc::clone(&me));
+                *me.state.lock() = ThreadState::Blocked;
+            }
+            if !sched::block_unless_killed(&me) {
+                return Err(Errno::Srch);
+            }
+        }
     }
 
     /// Removes from the table the processes nobody will wait for now that

@@ -329,6 +329,34 @@ const CASES: &[Case] = &[
     case("openat/kernel-path", Errno::Fault, |_| {
         call4(Syscall::Openat, AT_FDCWD, KERNEL, 0, 0)
     }),
+    // fstat(fd, buf), newfstatat(dirfd, path, buf, flags), readlink(path,
+    // buf, size)
+    case("fstat/no-such-fd", Errno::BadF, |f| {
+        call2(Syscall::Fstat, 7, f.read_write)
+    }),
+    case("fstat/read-only-buffer", Errno::Fault, |f| {
+        call2(Syscall::Fstat, 1, f.read_only)
+    }),
+    case("newfstatat/no-file-system", Errno::NoEnt, |f| {
+        call4(
+            Syscall::Newfstatat,
+            AT_FDCWD,
+            PROC_PATH.as_ptr() as u64,
+            f.read_write,
+            0,
+        )
+    }),
+    case("newfstatat/kernel-path", Errno::Fault, |f| {
+        call4(Syscall::Newfstatat, 1, KERNEL, f.read_write, 0x1000)
+    }),
+    case("readlink/no-file-system", Errno::NoEnt, |f| {
+        call3(
+            Syscall::Readlink,
+            PROC_PATH.as_ptr() as u64,
+            f.read_write,
+            64,
+        )
+    }),
     // uname(buf)
     case("uname/read-only-buffer", Errno::Fault, |f| {
         call1(Syscall::Uname, f.read_only)
@@ -493,6 +521,15 @@ const CASES: &[Case] = &[
         )
     }),
     // wait4(pid, wstatus, options, rusage)
+    case("wait4/no-children", Errno::Child, |_| {
+        call4(Syscall::Wait4, -1i64 as u64, 0, 1, 0)
+    }),
+    case("wait4/process-group", Errno::Child, |_| {
+        call4(Syscall::Wait4, -5i64 as u64, 0, 0, 0)
+    }),
+    case("wait4/unknown-option", Errno::Inval, |_| {
+        call4(Syscall::Wait4, -1i64 as u64, 0, 4, 0)
+    }),
     case("wait4/not-a-child", Errno::Child, |_| {
         call4(Syscall::Wait4, NOBODY, 0, 0, 0)
     }),

@@ -52,6 +52,7 @@ const CASES: &[Case] = &[
     ("sched_getaffinity", sched_getaffinity),
     ("clock_nanosleep_absolute", clock_nanosleep_absolute),
     ("console_is_a_terminal", console_is_a_terminal),
+    ("wait_for_any_child", wait_for_any_child),
 ];
 
 fn main(_args: &str) -> i32 {
@@ -463,8 +464,32 @@ fn clock_nanosleep_absolute() -> Outcome {
     )
 }
 
-/// The console answers `TIOCGWINSZ` as a terminal of 24 rows, 80 columns.
+/// The console answers `TIOCGWINSZ` as a terminal of 24 rows, 80 columns,
+/// and `fstat` (as glibc asks, `newfstatat` with an empty path) as a
+/// character device.
 fn console_is_a_terminal() -> Outcome {
+    let mut stat = [0u8; abi::console::stat::SIZE];
+    // SAFETY: the kernel writes `stat::SIZE` bytes into `stat`.
+    let got = unsafe {
+        syscall4(
+            Syscall::Newfstatat as u64,
+            sys::STDOUT,
+            c"".as_ptr() as u64,
+            stat.as_mut_ptr() as u64,
+            abi::console::AT_EMPTY_PATH,
+        )
+    };
+    let offset = abi::console::stat::MODE_OFFSET;
+    let mode = u32::from_le_bytes([
+        stat[offset],
+        stat[offset + 1],
+        stat[offset + 2],
+        stat[offset + 3],
+    ]);
+    check(
+        got == 0 && mode & 0o170_000 == 0o020_000,
+        "fstat does not say character device",
+    )?;
     let mut window = [0u16; 4];
     // SAFETY: the kernel writes 8 bytes into `window`.
     let got = unsafe {
@@ -478,5 +503,51 @@ fn console_is_a_terminal() -> Outcome {
     check(
         got == 0 && window[..2] == [24, 80],
         "TIOCGWINSZ did not describe the console",
+    )
+}
+
+/// `wait4(-1)` finds whichever child ended; with `WNOHANG` it says 0 while
+/// the only child still runs.
+fn wait_for_any_child() -> Outcome {
+    /// `WNOHANG`.
+    const NO_HANG: u64 = 1;
+    let any = |options: u64, status: &mut i32| {
+        // SAFETY: the kernel writes the status into `status`.
+        unsafe {
+            syscall4(
+                Syscall::Wait4 as u64,
+                -1i64 as u64,
+                (&raw mut *status) as u64,
+                options,
+                0,
+            )
+        }
+    };
+    let page = sys::mmap_shared(PAGE_SIZE as usize, Prot::READ | Prot::WRITE)
+        .map_err(|_| "mmap failed")?;
+    // SAFETY: a fresh, zeroed, shared page, used as nothing else.
+    let release: &AtomicU32 = unsafe { &*page.cast::<AtomicU32>() };
+    // SAFETY: this thread is the only one; the child touches only the
+    // shared page.
+    let child = match unsafe { sys::fork() } {
+        Ok(0) => {
+            while release.load(Ordering::Acquire) == 0 {
+                let _ = sys::sleep(1_000_000);
+            }
+            sys::exit(4)
+        }
+        Ok(pid) => pid,
+        Err(_) => return Err("fork failed"),
+    };
+    let mut status = -1;
+    let early = any(NO_HANG, &mut status);
+    release.store(1, Ordering::Release);
+    let ended = any(0, &mut status);
+    check(early == 0, "WNOHANG did not say 0 while the child ran")?;
+    check(ended == child as i64, "wait4(-1) did not return the child")?;
+    check(status == 4 << 8, "wait4(-1) did not give the exit status")?;
+    check(
+        any(NO_HANG, &mut status) == -10,
+        "with no child left, no ECHILD",
     )
 }

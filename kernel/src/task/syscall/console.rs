@@ -1,5 +1,6 @@
-//! The console, the only file: `write`, `writev`, the terminal `ioctl`s,
-//! and `openat`, which finds no file.
+//! The console, the only file: `write`, `writev`, `fstat`, the terminal
+//! `ioctl`s, and the calls that name paths (`openat`, `newfstatat`,
+//! `readlink`), which find no file.
 
 use alloc::vec::Vec;
 use core::fmt::Write as _;
@@ -95,11 +96,46 @@ pub(super) fn ioctl(space: &AddressSpace, fd: u64, request: u64, arg: u64) -> Sy
     Ok(0)
 }
 
-/// `openat(dirfd, path, flags, mode)`: there is no file system, so no path
-/// names a file; a path the caller cannot read is still `EFAULT`.
-pub(super) fn openat(space: &AddressSpace, path: u64) -> SyscallResult {
+/// `openat(dirfd, path, flags, mode)`, `readlink(path, ...)`: there is no
+/// file system, so no path names a file; a path the caller cannot read is
+/// still `EFAULT`.
+pub(super) fn no_such_path(space: &AddressSpace, path: u64) -> SyscallResult {
     space.copy_in(path, 1)?;
     Err(Errno::NoEnt)
+}
+
+/// `fstat(fd, buffer)`: the console is a character device.
+pub(super) fn fstat(space: &AddressSpace, fd: u64, buffer: u64) -> SyscallResult {
+    use console::stat;
+    check_console(fd)?;
+    let mut bytes = [0u8; stat::SIZE];
+    let mut put = |offset: usize, value: &[u8]| {
+        bytes[offset..offset + value.len()].copy_from_slice(value);
+    };
+    put(stat::NLINK_OFFSET, &1u64.to_le_bytes());
+    put(stat::MODE_OFFSET, &stat::MODE.to_le_bytes());
+    put(stat::RDEV_OFFSET, &stat::RDEV.to_le_bytes());
+    put(stat::BLKSIZE_OFFSET, &stat::BLKSIZE.to_le_bytes());
+    space.copy_out(buffer, &bytes)?;
+    Ok(0)
+}
+
+/// `newfstatat(dirfd, path, buffer, flags)`: `fstat` of `dirfd` for an
+/// empty path with `AT_EMPTY_PATH` (how a C library calls `fstat` now);
+/// any other path names no file.
+pub(super) fn newfstatat(
+    space: &AddressSpace,
+    dirfd: u64,
+    path: u64,
+    buffer: u64,
+    flags: u64,
+) -> SyscallResult {
+    let first = space.copy_in(path, 1)?;
+    if first[0] == 0 && flags & console::AT_EMPTY_PATH != 0 {
+        fstat(space, dirfd, buffer)
+    } else {
+        Err(Errno::NoEnt)
+    }
 }
 
 fn check_console(fd: u64) -> Result<(), Errno> {

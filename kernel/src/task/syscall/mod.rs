@@ -21,7 +21,7 @@ mod threads;
 mod time;
 
 use alloc::sync::Arc;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use abi::{Errno, Syscall};
 use mm::MAX_CPUS;
@@ -31,6 +31,17 @@ use crate::smp;
 use hal::{percpu, trap::TrapFrame};
 
 type SyscallResult = Result<u64, Errno>;
+
+/// Whether a call this kernel does not offer is named in the log
+/// (`syscall.unknown=log`): how one finds what a C library or program
+/// still needs.
+static LOG_UNKNOWN: AtomicBool = AtomicBool::new(false);
+
+/// Turns the log of unknown system calls on or off (the boot code, from
+/// the command line).
+pub fn log_unknown_calls(on: bool) {
+    LOG_UNKNOWN.store(on, Ordering::Relaxed);
+}
 
 /// The last system call each CPU started (one per CPU, in [`LAST_CALLS`]),
 /// for crash reports: when hostile input brings the kernel down, the report
@@ -116,7 +127,22 @@ pub fn dispatch(frame: &mut TrapFrame) {
         Some(Syscall::Fork) => processes::fork(frame, &process),
         Some(Syscall::Clone) => threads::clone(frame, &process, args),
         Some(call) => handle(call, args, &me, &process),
-        None => Err(Errno::NoSys),
+        None => {
+            if LOG_UNKNOWN.load(Ordering::Relaxed) {
+                log::warn!(
+                    "syscall: {} (pid {}, thread {}) made system call {}, which this kernel \
+                     does not offer ({:#x}, {:#x}, {:#x}, ...): ENOSYS",
+                    process.name,
+                    process.pid,
+                    me.tid,
+                    frame.rax,
+                    args[0],
+                    args[1],
+                    args[2]
+                );
+            }
+            Err(Errno::NoSys)
+        }
     };
     frame.rax = match result {
         Ok(value) => value,
@@ -139,7 +165,10 @@ fn handle(
         Syscall::Write => console::write(space, a0, a1, a2),
         Syscall::Writev => console::writev(space, a0, a1, a2),
         Syscall::Ioctl => console::ioctl(space, a0, a1, a2),
-        Syscall::Openat => console::openat(space, a1),
+        Syscall::Openat | Syscall::Readlinkat => console::no_such_path(space, a1),
+        Syscall::Readlink => console::no_such_path(space, a0),
+        Syscall::Fstat => console::fstat(space, a0, a1),
+        Syscall::Newfstatat => console::newfstatat(space, a0, a1, a2, a3),
         Syscall::Mmap => memory::mmap(space, a0, a1, a2, a3, a5),
         Syscall::Mprotect => memory::mprotect(space, a0, a1, a2),
         Syscall::Munmap => space.unmap(a0, a1).map(|()| 0),

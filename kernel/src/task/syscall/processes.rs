@@ -45,9 +45,13 @@ pub(super) fn spawn(
     loader::spawn(&name, &args, Some(process.pid)).map(|child| child.pid)
 }
 
-/// `wait4(pid, status, options, usage)`: waits for the child `pid` to end,
-/// stores how it ended at `status` and zeroes the `struct rusage` at `usage`
-/// (each if not null), and returns `pid`.
+/// `wait4(pid, status, options, usage)`: waits for the child `pid` to end
+/// (or any child, for `pid` -1 or 0: there are no process groups, so every
+/// child is in the caller's), stores how it ended at `status` and zeroes
+/// the `struct rusage` at `usage` (each if not null), and returns its pid.
+/// With `WNOHANG` it returns 0 at once if no child has ended. The options
+/// about stopped and continued children are accepted and change nothing:
+/// no process is ever stopped here.
 pub(super) fn wait4(
     process: &Process,
     pid: u64,
@@ -57,15 +61,32 @@ pub(super) fn wait4(
 ) -> SyscallResult {
     /// `sizeof(struct rusage)` on x86-64.
     const RUSAGE_SIZE: usize = 144;
-    // Only a given child, and no options: what this kernel's programs need
-    // (`-1`, any child, is Linux's too; it is not offered yet).
-    if pid as i64 <= 0 || options != 0 {
+    /// `WNOHANG`.
+    const NO_HANG: u64 = 1;
+    /// `WNOHANG | WUNTRACED | WCONTINUED | __WNOTHREAD | __WALL | __WCLONE`.
+    const KNOWN_OPTIONS: u64 = 0x1 | 0x2 | 0x8 | 0x2000_0000 | 0x4000_0000 | 0x8000_0000;
+    if options & !KNOWN_OPTIONS != 0 {
         return Err(Errno::Inval);
     }
-    let child: Arc<Process> = Process::find(pid)
-        .filter(|child| child.parent == Some(process.pid))
-        .ok_or(Errno::Child)?;
-    child.wait().ok_or(Errno::Srch)?;
+    let block = options & NO_HANG == 0;
+    let child: Arc<Process> = match pid as i64 {
+        -1 | 0 => match process.wait_any_child(block)? {
+            Some(child) => child,
+            None => return Ok(0),
+        },
+        // A process group: there are none but the one everyone is in.
+        ..-1 => return Err(Errno::Child),
+        _ => {
+            let child = Process::find(pid)
+                .filter(|child| child.parent == Some(process.pid))
+                .ok_or(Errno::Child)?;
+            if !block && !child.is_finished() {
+                return Ok(0);
+            }
+            child.wait().ok_or(Errno::Srch)?;
+            child
+        }
+    };
     if status != 0 {
         process
             .space
@@ -74,5 +95,5 @@ pub(super) fn wait4(
     if usage != 0 {
         process.space.copy_out(usage, &[0; RUSAGE_SIZE])?;
     }
-    Ok(pid)
+    Ok(child.pid)
 }
