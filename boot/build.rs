@@ -137,11 +137,16 @@ fn write_ramdisk(path: &Path) {
         !programs.is_empty(),
         "cargo built no user programs (is `user` an artifact build-dependency?)"
     );
+    // The C programs, also left where `bench --against linux` finds them.
+    let c_programs_dir = profile_dir(path).join("c-programs");
     programs.extend(c_programs::build(
         &workspace_root().join("user/c"),
-        path.parent().expect("the ramdisk lies in OUT_DIR"),
-        &profile_dir(path).join("c-programs"),
+        &c_programs_dir,
     ));
+    println!(
+        "cargo:rustc-env=C_PROGRAMS_DIR={}",
+        c_programs_dir.display()
+    );
     let archive = ramdisk::pack(&programs);
     ramdisk::verify(&archive, &programs);
     std::fs::write(path, archive)

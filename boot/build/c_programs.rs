@@ -3,12 +3,18 @@
 //! commonly linked with, and shipped in the ramdisk beside the Rust
 //! programs.
 //!
-//! Each `NAME.c` becomes two programs: `NAME`, linked with musl
+//! Each `NAME.c` becomes two programs: `NAME-musl`, linked with musl
 //! (`musl-gcc -static`, from Debian's `musl-tools`), and `NAME-glibc`,
 //! linked with glibc (`cc -static`, which needs glibc's static library from
-//! `libc6-dev`). Both are ordinary static x86-64 Linux executables: the
-//! same files run on Linux, which is why they are also left as plain files
-//! in `target/<profile>/c-programs/`.
+//! `libc6-dev`). The suffix keeps them apart from the Rust programs of the
+//! same name: `tlb_flush2` is Rust, `tlb_flush2-musl` its C twin. Both are
+//! ordinary static x86-64 Linux executables: the same files run on Linux,
+//! which is why they are also left as plain files in
+//! `target/<profile>/c-programs/`.
+//!
+//! `user/c/linux/` holds what only Linux runs: the `/init` of the initramfs
+//! that `bench --against linux` boots Linux with. It is built with musl
+//! into the same directory (`linux-init`) and not put in the ramdisk.
 
 use std::{
     path::{Path, PathBuf},
@@ -25,7 +31,7 @@ const LIBRARIES: [(&str, &str, &str, &str); 2] = [
     (
         "MUSL_GCC",
         MUSL_GCC,
-        "",
+        "-musl",
         "install Debian's musl-tools (apt-get install musl-tools)",
     ),
     (
@@ -37,10 +43,14 @@ const LIBRARIES: [(&str, &str, &str, &str); 2] = [
 ];
 
 /// Builds every `.c` file of `source_dir` with both libraries into
-/// `out_dir`, copies the executables to `copy_dir`, and returns each
-/// program's name and contents.
-pub fn build(source_dir: &Path, out_dir: &Path, copy_dir: &Path) -> Vec<(String, Vec<u8>)> {
+/// `copy_dir` and returns each program's name and contents; builds
+/// `source_dir/linux/init.c` into `copy_dir/linux-init`.
+pub fn build(source_dir: &Path, copy_dir: &Path) -> Vec<(String, Vec<u8>)> {
     println!("cargo:rerun-if-changed={}", source_dir.display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        source_dir.join("linux").display()
+    );
     println!("cargo:rerun-if-env-changed=MUSL_GCC");
     println!("cargo:rerun-if-env-changed=CC");
     let mut sources: Vec<PathBuf> = std::fs::read_dir(source_dir)
@@ -58,25 +68,35 @@ pub fn build(source_dir: &Path, out_dir: &Path, copy_dir: &Path) -> Vec<(String,
             .and_then(|stem| stem.to_str())
             .expect("C program names are UTF-8");
         for (variable, default, suffix, install) in LIBRARIES {
-            let compiler = std::env::var(variable).unwrap_or_else(|_| default.to_owned());
             let name = format!("{stem}{suffix}");
-            let executable = out_dir.join(&name);
-            compile(&compiler, install, source, &executable);
-            let contents = std::fs::read(&executable)
-                .unwrap_or_else(|error| panic!("reading {}: {error}", executable.display()));
-            std::fs::write(copy_dir.join(&name), &contents).unwrap_or_else(|error| {
-                panic!("copying {name} to {}: {error}", copy_dir.display())
-            });
+            let contents = compile(variable, default, install, source, &copy_dir.join(&name));
             programs.push((name, contents));
         }
     }
+    let (variable, default, _, install) = LIBRARIES[0];
+    let init = source_dir.join("linux/init.c");
+    compile(
+        variable,
+        default,
+        install,
+        &init,
+        &copy_dir.join("linux-init"),
+    );
     programs
 }
 
-/// Compiles `source` into the static executable `executable` with
-/// `compiler`, or stops the build saying what to install.
-fn compile(compiler: &str, install: &str, source: &Path, executable: &Path) {
-    let output = Command::new(compiler)
+/// Compiles `source` into the static executable `executable` with the
+/// compiler `variable` names (or `default`) and returns the executable's
+/// bytes, or stops the build saying what to install.
+fn compile(
+    variable: &str,
+    default: &str,
+    install: &str,
+    source: &Path,
+    executable: &Path,
+) -> Vec<u8> {
+    let compiler = std::env::var(variable).unwrap_or_else(|_| default.to_owned());
+    let output = Command::new(&compiler)
         .args(["-static", "-O2", "-g0", "-Wall", "-Wextra", "-Werror", "-pthread"])
         .arg("-o")
         .arg(executable)
@@ -95,4 +115,6 @@ fn compile(compiler: &str, install: &str, source: &Path, executable: &Path) {
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );
+    std::fs::read(executable)
+        .unwrap_or_else(|error| panic!("reading {}: {error}", executable.display()))
 }

@@ -10,13 +10,15 @@
 //! summary; [`timeline`] turns the kernel's `timeline:` lines into a
 //! Chrome trace and a picture (`cargo run -- --timeline DIR`). [`cli`] is
 //! the `cargo run` front end; [`bench`](mod@bench) and [`fuzz`] are its
-//! subcommands; [`drawing`] is what their pictures share.
+//! subcommands; [`drawing`] is what their pictures share; [`linux`] fetches
+//! the Linux kernel `bench --against linux` boots beside this one.
 
 pub mod bench;
 pub mod cli;
 pub mod coherence;
 pub mod drawing;
 pub mod fuzz;
+pub mod linux;
 pub mod machine;
 pub mod report;
 pub mod timeline;

@@ -208,6 +208,9 @@ fn run(command: &BenchCommand) -> Result<(), String> {
         BenchCommand::Pageout(_) => pageout::report(&plan, &samples),
     };
     println!("{report}");
+    if let Some(note) = &plan.note {
+        println!("\n{note}");
+    }
     if let Some(profiles) = profiles::report(&plan, &samples) {
         println!("\n{profiles}");
     }

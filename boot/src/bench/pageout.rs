@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
+use crate::machine::Guest;
+
 use super::{
     CommonArgs, TlbMode, distinct,
     plan::{
@@ -156,6 +158,7 @@ pub fn plan(args: &PageoutArgs) -> Result<Plan, String> {
                         .collect::<Vec<_>>()
                         .join(" "),
                         timeout,
+                        guest: Guest::Shootdown,
                     })
                     .collect(),
             );
@@ -180,6 +183,7 @@ pub fn plan(args: &PageoutArgs) -> Result<Plan, String> {
         configs,
         repeat: args.common.repeat.into(),
         machine: args.common.machine.clone(),
+        note: None,
     })
 }
 

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use kernel::profile::Profile;
 
-use crate::cli::MachineArgs;
+use crate::{cli::MachineArgs, machine::Guest};
 
 /// Where a metric is read from. Either line may say `none` (nothing to
 /// divide by, no sample), which leaves the value empty; the workload's
@@ -144,8 +144,11 @@ pub struct Workload {
 #[derive(Clone, Debug)]
 pub struct Config {
     pub cpus: u32,
+    /// This kernel's command line, or the words Linux's init reads.
     pub cmdline: String,
     pub timeout: Duration,
+    /// This kernel, or Linux (`--against linux`).
+    pub guest: Guest,
 }
 
 /// A benchmark: the grid, the repeats and the machine.
@@ -164,6 +167,9 @@ pub struct Plan {
     pub configs: Vec<Vec<Config>>,
     pub repeat: usize,
     pub machine: MachineArgs,
+    /// Printed under the tables (`--against linux`: the program file's
+    /// checksum).
+    pub note: Option<String>,
 }
 
 /// One run's place in the grid.
@@ -264,6 +270,7 @@ pub(crate) mod tests {
             cpus: 2,
             cmdline: String::new(),
             timeout: Duration::from_secs(1),
+            guest: Guest::Shootdown,
         };
         Plan {
             workload: Workload {
@@ -288,6 +295,7 @@ pub(crate) mod tests {
             ],
             repeat,
             machine: MachineArgs::default(),
+            note: None,
         }
     }
 

@@ -10,7 +10,9 @@
 
 use std::time::Duration;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
+
+use crate::{linux, machine::Guest};
 
 use super::{
     CommonArgs, TlbMode, VmLock, distinct, parse_seconds,
@@ -57,11 +59,51 @@ pub struct TlbFlush2Args {
     /// Seconds of warm-up before measuring (tasks start, promotion).
     #[arg(long, default_value_t = 1.0, value_parser = parse_seconds, allow_negative_numbers = true)]
     warmup: f64,
+    /// Also boot Linux, with the same program file, on the same QEMU, CPU
+    /// model, CPU count and memory, interleaved with this kernel's runs (a
+    /// column `linux`). Both kernels then run the C tlb_flush2
+    /// (`user/c/tlb_flush2.c`, static musl), instead of the Rust one, from
+    /// the same bytes. The kernel is Debian's package (`--linux-package`),
+    /// fetched once into ~/.cache/shootdown/linux.
+    #[arg(long, value_enum, value_name = "KERNEL")]
+    against: Option<Against>,
+    /// Debian's Linux kernel package for `--against linux`.
+    #[arg(long, default_value = linux::DEFAULT_PACKAGE)]
+    linux_package: String,
+    /// The Debian suite that has `--linux-package`.
+    #[arg(long, default_value = linux::DEFAULT_SUITE)]
+    linux_suite: String,
     /// Also draw iterations/s per task count and mode into this SVG file.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub common: CommonArgs,
+}
+
+/// Another kernel to compare with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Against {
+    /// Debian's Linux (`--linux-package`).
+    Linux,
+}
+
+/// The program both kernels run with `--against linux`: the C tlb_flush2,
+/// linked with musl.
+const AGAINST_PROGRAM: &str = "tlb_flush2-musl";
+
+/// The program metrics Linux's run prints too (the others stay empty in its
+/// column): its TLB shootdown interrupts come from `/proc/interrupts`.
+fn against_metrics() -> Vec<Metric> {
+    let program = Metric::program;
+    vec![
+        program("iterations_per_s", "iterations/s", Format::Count),
+        program("iterations", "iterations", Format::Count),
+        program("failed_tasks", "failed tasks", Format::Count),
+        program("ipis_received_per_iter", "IPIs handled/iter", Format::Ratio),
+        program("ipis_sent_per_iter", "IPIs sent/iter", Format::Ratio),
+        program("broadcast_ops_per_iter", "broadcasts/iter", Format::Ratio),
+        program("promotions", "promotions", Format::Count),
+    ]
 }
 
 fn metrics() -> Vec<Metric> {
@@ -141,11 +183,31 @@ pub fn plan(args: &TlbFlush2Args) -> Result<Plan, String> {
     let measure_ms = (args.seconds * 1000.0).round().max(1.0) as u64;
     // Boot, warm-up, measurement, shutdown, with room for a slow host.
     let timeout = Duration::from_secs_f64(120.0 + 2.0 * (args.warmup + args.seconds));
+    let (program_name, linux) = match args.against {
+        None => ("tlb_flush2", None),
+        Some(Against::Linux) => {
+            let program = linux::Program::built(AGAINST_PROGRAM)?;
+            let kernel = linux::kernel(&args.linux_package, &args.linux_suite)?;
+            let initramfs =
+                linux::initramfs(&program, &std::env::temp_dir().join("shootdown-bench"))?;
+            let note = format!(
+                "both kernels ran the same file: {AGAINST_PROGRAM} sha256 {} ({} bytes); Linux: {}",
+                program.sha256(),
+                program.contents.len(),
+                args.linux_package
+            );
+            (
+                AGAINST_PROGRAM,
+                Some((Guest::Linux { kernel, initramfs }, note)),
+            )
+        }
+    };
+    let program = |tasks: &u32| format!("{program_name}:{kind},{tasks},{warm_up_ms},{measure_ms}");
     let configs = args
         .tasks
         .iter()
         .map(|tasks| {
-            columns
+            let mut row: Vec<Config> = columns
                 .iter()
                 .map(|(lock, mode, _)| Config {
                     cpus,
@@ -153,25 +215,43 @@ pub fn plan(args: &TlbFlush2Args) -> Result<Plan, String> {
                         format!("tlb={}", mode.name()),
                         format!("vm.lock={}", lock.name()),
                         extra.clone(),
-                        format!("exec=tlb_flush2:{kind},{tasks},{warm_up_ms},{measure_ms}"),
+                        format!("exec={}", program(tasks)),
                     ]
                     .into_iter()
                     .filter(|part| !part.is_empty())
                     .collect::<Vec<_>>()
                     .join(" "),
                     timeout,
+                    guest: Guest::Shootdown,
                 })
-                .collect()
+                .collect();
+            if let Some((guest, _)) = &linux {
+                row.push(Config {
+                    cpus,
+                    cmdline: format!("bench.exec={}", program(tasks)),
+                    timeout,
+                    guest: guest.clone(),
+                });
+            }
+            row
         })
         .collect();
+    let mut column_names: Vec<String> = columns.into_iter().map(|(_, _, name)| name).collect();
+    if linux.is_some() {
+        column_names.push(String::from("linux"));
+    }
     Ok(Plan {
         workload: Workload {
             name: "tlb_flush2",
             summary_prefix: "tlb_flush2: kind=",
-            metrics: metrics(),
+            metrics: if linux.is_some() {
+                against_metrics()
+            } else {
+                metrics()
+            },
             check,
         },
-        title: format!("tlb_flush2 {kind}, {cpus} CPUs, {} s", args.seconds),
+        title: format!("{program_name} {kind}, {cpus} CPUs, {} s", args.seconds),
         row_fields: vec!["tasks"],
         rows: args
             .tasks
@@ -179,10 +259,11 @@ pub fn plan(args: &TlbFlush2Args) -> Result<Plan, String> {
             .map(|tasks| vec![tasks.to_string()])
             .collect(),
         column_field: "mode",
-        columns: columns.into_iter().map(|(_, _, name)| name).collect(),
+        columns: column_names,
         configs,
         repeat: args.common.repeat.into(),
         machine: args.common.machine.clone(),
+        note: linux.map(|(_, note)| note),
     })
 }
 
@@ -199,6 +280,27 @@ pub fn report(plan: &Plan, samples: &[Sample]) -> String {
         comparison.push('\n');
         comparison.push_str(&verdict);
         comparison.push('\n');
+    }
+    if plan.columns.iter().any(|column| column == "linux") {
+        // Against Linux: only what both kernels report (Linux's shootdown
+        // IPIs from /proc/interrupts; broadcasts and promotions are this
+        // kernel's own counters).
+        return [
+            comparison,
+            table::details(
+                plan,
+                samples,
+                &[
+                    "ipis_received_per_iter",
+                    "ipis_sent_per_iter",
+                    "broadcast_ops_per_iter",
+                    "promotions",
+                ],
+                "TLB shootdown IPIs handled and broadcasts per iteration (measured interval; \
+                 Linux's IPIs from /proc/interrupts, its INVLPGBs uncounted)",
+            ),
+        ]
+        .join("\n");
     }
     [
         comparison,

@@ -49,7 +49,7 @@ use std::{
 };
 
 use super::{
-    Accelerator, Config, Diagnostics, Firmware, Outcome, Run, RunError, serial::Serial,
+    Accelerator, Config, Diagnostics, Firmware, Guest, Outcome, Run, RunError, serial::Serial,
     watch::watch,
 };
 
@@ -111,6 +111,8 @@ pub enum Refusal {
     Gdb,
     /// The memory size, which is not a whole number of MiB.
     Memory(String),
+    /// A Linux guest (only QEMU loads a kernel and an initramfs itself).
+    Linux,
 }
 
 impl fmt::Display for Refusal {
@@ -120,6 +122,7 @@ impl fmt::Display for Refusal {
             Self::Kvm => write!(f, "it emulates every instruction itself (no KVM)"),
             Self::Gdb => write!(f, "Debian's build has no GDB stub"),
             Self::Memory(memory) => write!(f, "its memory is whole MiB, and {memory} is not"),
+            Self::Linux => write!(f, "it boots this kernel's image only, not Linux"),
         }
     }
 }
@@ -134,6 +137,9 @@ fn check(config: &Config) -> Result<u32, Refusal> {
     }
     if config.gdb {
         return Err(Refusal::Gdb);
+    }
+    if config.guest != Guest::Shootdown {
+        return Err(Refusal::Linux);
     }
     memory_mib(&config.memory).ok_or_else(|| Refusal::Memory(config.memory.clone()))
 }

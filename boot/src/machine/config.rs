@@ -7,9 +7,21 @@
 //! use for. An emulator that cannot provide what the fields ask for
 //! refuses the run before it starts (Bochs: [`super::Refusal`]).
 
-use std::time::Duration;
+use std::{path::PathBuf, time::Duration};
 
 use super::{Bochs, Qemu, bochs};
+
+/// Which kernel the machine boots.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Guest {
+    /// This project's kernel, from its disk image, with the command line
+    /// through fw_cfg (or Bochs's slot).
+    Shootdown,
+    /// A Linux kernel and an initramfs, which QEMU loads itself (`-kernel`,
+    /// `-initrd`), with the command line appended to Linux's (`-append`):
+    /// `bench --against linux` runs the same program on both kernels.
+    Linux { kernel: PathBuf, initramfs: PathBuf },
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Accelerator {
@@ -71,6 +83,8 @@ pub struct Config {
     pub cmdline: String,
     /// Copy the serial output to our stdout as it arrives.
     pub echo: bool,
+    /// This kernel, or Linux.
+    pub guest: Guest,
 }
 
 impl Default for Config {
@@ -91,6 +105,7 @@ impl Default for Config {
             stall_timeout: Some(Duration::from_secs(120)),
             cmdline: String::new(),
             echo: false,
+            guest: Guest::Shootdown,
         }
     }
 }
@@ -132,6 +147,11 @@ impl Config {
 
     pub fn firmware(mut self, firmware: Firmware) -> Self {
         self.firmware = firmware;
+        self
+    }
+
+    pub fn guest(mut self, guest: Guest) -> Self {
+        self.guest = guest;
         self
     }
 

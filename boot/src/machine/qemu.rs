@@ -6,6 +6,10 @@
 //! other status (a triple fault with `--no-reboot` gives 0, a QEMU error
 //! gives 1) is an [`Outcome::UnexpectedExit`]. Which binary runs, and how
 //! one unpacked into a prefix finds its files, is [`binary`].
+//!
+//! A Linux guest ([`Guest::Linux`]) is loaded by QEMU itself, and ends by
+//! powering the machine off (QEMU exits with 0): its run succeeded if the
+//! project's init says the program exited with 0 (`linux-init: exited=0`).
 
 mod binary;
 
@@ -21,7 +25,7 @@ pub use binary::{Qemu, QemuPathError};
 use wait_timeout::ChildExt;
 
 use super::{
-    Accelerator, Config, Diagnostics, Firmware, Outcome, Run, RunError, serial::Serial,
+    Accelerator, Config, Diagnostics, Firmware, Guest, Outcome, Run, RunError, serial::Serial,
     watch::watch,
 };
 
@@ -36,44 +40,47 @@ pub const PROGRAM: &str = "qemu-system-x86_64";
 /// Where Debian's `ovmf` package puts the firmware.
 pub const OVMF_PATHS: &[&str] = &["/usr/share/ovmf/OVMF.fd", "/usr/share/OVMF/OVMF_CODE.fd"];
 
+/// What the Linux guest's init prints when the program it ran has ended.
+pub const LINUX_INIT_END: &str = "linux-init: exited=";
+
+/// Linux's part of the command line: the console on the serial port, no
+/// boot chatter, and no reboot after a panic (QEMU's `-no-reboot` then
+/// ends the run).
+const LINUX_CMDLINE: &str = "console=ttyS0 quiet panic=-1";
+
 /// The full QEMU argument list for `config` (without the program name,
 /// and without what [`Qemu::command`] adds for a prefix).
 fn arguments(config: &Config) -> Result<Vec<String>, RunError> {
-    let image = config.image();
-    let mut args: Vec<String> = [
-        "-machine",
-        "q35",
-        "-cpu",
-        config.effective_cpu_model(),
-        "-smp",
-        &config.cpus.to_string(),
-        "-m",
-        &config.memory,
-        // snapshot=on: writes go to a temporary overlay, so parallel runs can
-        // share the image (QEMU locks images opened for writing).
-        "-drive",
-        &format!("format=raw,file={image},snapshot=on"),
-        "-serial",
-        "stdio",
-        "-display",
-        "none",
-        "-monitor",
-        "none",
-        "-device",
-        "isa-debug-exit,iobase=0xf4,iosize=0x04",
-        "-no-reboot",
-    ]
-    .iter()
-    .map(|arg| arg.to_string())
-    .collect();
-    // QEMU rejects an empty fw_cfg string; no file means no options.
-    if !config.cmdline.is_empty() {
-        args.push("-fw_cfg".into());
-        // Commas separate QEMU's sub-options; a literal one is doubled.
-        args.push(format!(
-            "name=opt/shootdown/cmdline,string={}",
-            config.cmdline.replace(',', ",,")
-        ));
+    let mut args = machine_arguments(config);
+    match &config.guest {
+        Guest::Shootdown => {
+            // snapshot=on: writes go to a temporary overlay, so parallel
+            // runs can share the image (QEMU locks images opened for
+            // writing).
+            args.push("-drive".into());
+            args.push(format!("format=raw,file={},snapshot=on", config.image()));
+            // QEMU rejects an empty fw_cfg string; no file means no options.
+            if !config.cmdline.is_empty() {
+                args.push("-fw_cfg".into());
+                // Commas separate QEMU's sub-options; a literal one is doubled.
+                args.push(format!(
+                    "name=opt/shootdown/cmdline,string={}",
+                    config.cmdline.replace(',', ",,")
+                ));
+            }
+        }
+        Guest::Linux { kernel, initramfs } => {
+            args.push("-kernel".into());
+            args.push(kernel.display().to_string());
+            args.push("-initrd".into());
+            args.push(initramfs.display().to_string());
+            args.push("-append".into());
+            args.push(
+                format!("{LINUX_CMDLINE} {}", config.cmdline)
+                    .trim_end()
+                    .to_string(),
+            );
+        }
     }
     args.push("-accel".into());
     args.push(match config.accelerator {
@@ -91,6 +98,32 @@ fn arguments(config: &Config) -> Result<Vec<String>, RunError> {
     Ok(args)
 }
 
+/// The machine itself, whichever kernel it boots.
+fn machine_arguments(config: &Config) -> Vec<String> {
+    [
+        "-machine",
+        "q35",
+        "-cpu",
+        config.effective_cpu_model(),
+        "-smp",
+        &config.cpus.to_string(),
+        "-m",
+        &config.memory,
+        "-serial",
+        "stdio",
+        "-display",
+        "none",
+        "-monitor",
+        "none",
+        "-device",
+        "isa-debug-exit,iobase=0xf4,iosize=0x04",
+        "-no-reboot",
+    ]
+    .iter()
+    .map(|arg| arg.to_string())
+    .collect()
+}
+
 fn ovmf_path() -> Result<PathBuf, RunError> {
     OVMF_PATHS
         .iter()
@@ -100,12 +133,26 @@ fn ovmf_path() -> Result<PathBuf, RunError> {
         .ok_or(RunError::NoOvmf)
 }
 
-/// What QEMU's exit status says about the run.
+/// What QEMU's exit status says about a run of this kernel.
 fn outcome(status: Option<i32>) -> Outcome {
     match status {
         Some(EXIT_SUCCESS) => Outcome::Success,
         Some(EXIT_FAILURE) => Outcome::Failure,
         other => Outcome::UnexpectedExit(other),
+    }
+}
+
+/// How a Linux guest's run ended: powered off (status 0) after its init
+/// said the program exited with 0, or not.
+fn linux_outcome(status: Option<i32>, serial: &[String]) -> Outcome {
+    let ended = serial
+        .iter()
+        .find_map(|line| line.strip_prefix(LINUX_INIT_END))
+        .map(|rest| rest.split_whitespace().next() == Some("0"));
+    match (status, ended) {
+        (Some(0), Some(true)) => Outcome::Success,
+        (Some(0), Some(false)) => Outcome::Failure,
+        (other, _) => Outcome::UnexpectedExit(other),
     }
 }
 
@@ -134,9 +181,13 @@ pub fn run(config: &Config, qemu: &Qemu) -> Result<Run, RunError> {
         let _ = stderr.read_to_string(&mut text);
         text
     });
+    let mut exit_status = None;
     let outcome = watch(config, start, &serial, |interval| {
         match child.wait_timeout(interval) {
-            Ok(Some(status)) => Some(outcome(status.code())),
+            Ok(Some(status)) => {
+                exit_status = status.code();
+                Some(outcome(status.code()))
+            }
             Ok(None) => None,
             Err(_) => Some(Outcome::UnexpectedExit(None)),
         }
@@ -147,6 +198,12 @@ pub fn run(config: &Config, qemu: &Qemu) -> Result<Run, RunError> {
     let _ = stdout_reader.join();
     let stderr = stderr_reader.join().unwrap_or_default();
     let (serial, kernel_entry) = serial.finish();
+    // A Linux run that ended by itself is judged by what its init printed
+    // (a limit's outcome stays as it is).
+    let outcome = match (&config.guest, &outcome) {
+        (Guest::Linux { .. }, Outcome::UnexpectedExit(_)) => linux_outcome(exit_status, &serial),
+        _ => outcome,
+    };
     Ok(Run {
         outcome,
         serial,
@@ -196,6 +253,36 @@ mod tests {
             arguments(&gdb)
                 .unwrap()
                 .ends_with(&["-s".into(), "-S".into()])
+        );
+    }
+
+    #[test]
+    fn a_linux_guest_is_loaded_by_qemu() {
+        let config = Config::default()
+            .cmdline("bench.exec=x:1")
+            .guest(Guest::Linux {
+                kernel: PathBuf::from("/k/vmlinuz"),
+                initramfs: PathBuf::from("/k/initramfs.cpio"),
+            });
+        let args = arguments(&config).unwrap();
+        assert_eq!(after(&args, "-kernel"), Some("/k/vmlinuz"));
+        assert_eq!(after(&args, "-initrd"), Some("/k/initramfs.cpio"));
+        assert_eq!(
+            after(&args, "-append"),
+            Some("console=ttyS0 quiet panic=-1 bench.exec=x:1")
+        );
+        assert!(!args.iter().any(|arg| arg == "-drive" || arg == "-fw_cfg"));
+        let lines = |line: &str| vec![String::from("boot"), String::from(line)];
+        let exited = |code| lines(&format!("linux-init: exited={code} tlb_shootdown_ipis=3"));
+        assert_eq!(linux_outcome(Some(0), &exited(0)), Outcome::Success);
+        assert_eq!(linux_outcome(Some(0), &exited(1)), Outcome::Failure);
+        assert_eq!(
+            linux_outcome(Some(0), &lines("Kernel panic")),
+            Outcome::UnexpectedExit(Some(0))
+        );
+        assert_eq!(
+            linux_outcome(Some(1), &exited(0)),
+            Outcome::UnexpectedExit(Some(1))
         );
     }
 
