@@ -218,3 +218,42 @@ fn batched_pageout_sends_fewer_ipis_than_per_page_flushes() {
         "sleeping, per page: {sleep_per_page}"
     );
 }
+
+/// `--against linux` boots Linux with the very file this kernel runs: one
+/// short run of each, a `linux` column, and the file's checksum under the
+/// tables. Where Debian's package cannot be fetched (no archive reachable),
+/// the test says so and skips.
+#[test]
+fn against_linux_runs_the_same_file_on_both_kernels() {
+    let package = boot::linux::DEFAULT_PACKAGE;
+    if let Err(error) = boot::linux::kernel(package, boot::linux::DEFAULT_SUITE) {
+        println!("skipped: cannot fetch {package} ({error})");
+        return;
+    }
+    let table = bench(&[
+        "tlb_flush2",
+        "--against",
+        "linux",
+        "--tasks",
+        "2",
+        "--modes",
+        "ipi",
+        "--smp",
+        "2",
+        "--repeat",
+        "1",
+        "--seconds",
+        "0.5",
+        "--warmup",
+        "0.3",
+    ]);
+    assert!(
+        table.contains("| tasks | ipi") && table.contains("| linux |"),
+        "no ipi and linux columns:\n{table}"
+    );
+    let program = boot::linux::Program::built("tlb_flush2-musl").expect("the C program is built");
+    assert!(
+        table.contains(&format!("tlb_flush2-musl sha256 {}", program.sha256())),
+        "no checksum of the file both kernels ran:\n{table}"
+    );
+}

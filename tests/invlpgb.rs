@@ -375,14 +375,14 @@ fn the_concurrency_stress_keeps_every_value_with_invlpgb_and_with_ipis() {
 /// `generation-before-cpuset` none; with 100 µs, 1750 and 291.
 const SWITCH_DELAY_US: u32 = 100;
 
-/// `cowrace` at 2 and 4 CPUs with `bug`: the run and the violations it
-/// reported.
-fn cowrace_with(qemu: &Qemu, cpus: u32, bug: &str) -> (Run, String, u64) {
+/// `program` (`cowrace`, or its C twin) on `cpus` CPUs with `bug`: the run
+/// and the violations it reported.
+fn cowrace_with(qemu: &Qemu, program: &str, cpus: u32, bug: &str) -> (Run, String, u64) {
     let (run, label) = boot(
         qemu,
         CPU,
         cpus,
-        &format!("tlb=ipi{bug} tlb.switch-delay={SWITCH_DELAY_US} exec=cowrace:5000"),
+        &format!("tlb=ipi{bug} tlb.switch-delay={SWITCH_DELAY_US} exec={program}:5000"),
     );
     assert!(
         run.printed("cowrace: iterations=5000 reader=switch "),
@@ -404,23 +404,40 @@ fn cowrace_catches_the_two_2025_switch_mm_bugs() {
     let Some(qemu) = patched_qemu() else { return };
     let _heavy = heavy();
     for cpus in [2, 4] {
-        let (run, label, violations) = cowrace_with(&qemu, cpus, "");
-        assert_eq!(
-            violations,
-            0,
-            "{label}: the correct kernel\n{}",
+        cowrace_catches_both_bugs(&qemu, "cowrace", cpus);
+    }
+}
+
+/// The same with Dolan's reproducer as C, written for Linux and built with
+/// musl: the file `bench --against linux` could boot on Linux finds both
+/// bugs here.
+#[test]
+fn the_c_cowrace_catches_the_two_2025_switch_mm_bugs() {
+    let Some(qemu) = patched_qemu() else { return };
+    let _heavy = heavy();
+    cowrace_catches_both_bugs(&qemu, "cowrace-musl", 2);
+}
+
+/// `program` sees no violation on the correct kernel and some with each of
+/// the two bugs put back.
+fn cowrace_catches_both_bugs(qemu: &Qemu, program: &str, cpus: u32) {
+    let (run, label, violations) = cowrace_with(qemu, program, cpus, "");
+    assert_eq!(
+        violations,
+        0,
+        "{label}: the correct kernel\n{}",
+        run.describe()
+    );
+    assert_success(&run, &label);
+    for bug in ["skip-switching", "generation-before-cpuset"] {
+        let (run, label, violations) =
+            cowrace_with(qemu, program, cpus, &format!(" tlb.bug={bug}"));
+        assert!(
+            violations > 0,
+            "{label}: the bug went unnoticed\n{}",
             run.describe()
         );
-        assert_success(&run, &label);
-        for bug in ["skip-switching", "generation-before-cpuset"] {
-            let (run, label, violations) = cowrace_with(&qemu, cpus, &format!(" tlb.bug={bug}"));
-            assert!(
-                violations > 0,
-                "{label}: the bug went unnoticed\n{}",
-                run.describe()
-            );
-            assert!(run.printed("cowrace: first violation: read B="), "{label}");
-        }
+        assert!(run.printed("cowrace: first violation: read B="), "{label}");
     }
 }
 
