@@ -42,8 +42,9 @@
 //!
 //! The tests run only where `SHOOTDOWN_BOCHS` names the `bochs-bin` binary
 //! (or is `1`, for the one on `PATH`); `.ci/run` installs Bochs with
-//! `.ci/bochs` and sets it. Elsewhere each test passes after saying why it
-//! did not run. A run takes 10-30 s.
+//! `.ci/bochs` and sets it. A build without the variable marks them
+//! ignored, with the reason (`build.rs` at the workspace root). A run takes
+//! 10-30 s.
 
 use std::{io::Write, path::PathBuf, time::Duration};
 
@@ -64,28 +65,25 @@ fn say(text: &str) {
     let _ = writeln!(std::io::stderr(), "{text}");
 }
 
-/// The Bochs binary `SHOOTDOWN_BOCHS` names, if any.
-fn bochs_binary() -> Option<PathBuf> {
+/// The Bochs binary `SHOOTDOWN_BOCHS` names (`1`: the one on `PATH`).
+/// Without the variable the tests are ignored, so this panics only under
+/// `cargo test -- --ignored`, saying what to set.
+fn bochs_binary() -> PathBuf {
     match std::env::var_os("SHOOTDOWN_BOCHS") {
-        None => None,
-        Some(value) if value.is_empty() || value == "0" => None,
-        Some(value) if value == "1" => Some(PathBuf::from("bochs-bin")),
-        Some(path) => Some(PathBuf::from(path)),
+        Some(value) if value == "1" => PathBuf::from("bochs-bin"),
+        Some(path) if !path.is_empty() && path != "0" => PathBuf::from(path),
+        _ => panic!(
+            "SHOOTDOWN_BOCHS is not set: `.ci/bochs` installs Bochs and prints the binary \
+             to set it to (`.ci/run` does both)"
+        ),
     }
 }
 
 /// Boots `model` with [`CPUS`] CPUs and `cmdline`, and checks what every
 /// run must show: the command line taken from the image's slot, every CPU
-/// online, PCID, PGE and PCIDs on, and whether INVPCID is there. `None`
-/// when Bochs is not available.
-fn boot(test: &str, model: &str, cmdline: &str) -> Option<Run> {
-    let Some(binary) = bochs_binary() else {
-        say(&format!(
-            "bochs: {test}: skipped: SHOOTDOWN_BOCHS is not set (`.ci/bochs` installs Bochs \
-             and prints the binary to set it to; `.ci/run` does both)"
-        ));
-        return None;
-    };
+/// online, PCID, PGE and PCIDs on, and whether INVPCID is there.
+fn boot(test: &str, model: &str, cmdline: &str) -> Run {
+    let binary = bochs_binary();
     let config = Config::default()
         .emulator(Bochs::new(&binary))
         .cpu_model(model)
@@ -134,7 +132,7 @@ fn boot(test: &str, model: &str, cmdline: &str) -> Option<Run> {
         run.elapsed.as_secs_f64(),
         run.ending()
     ));
-    Some(run)
+    run
 }
 
 /// The coherence stress on [`CPUS`] CPUs in `mode` (`cmdline` adds options)
@@ -167,20 +165,18 @@ fn check_coherence(run: &Run, mode: &str) {
 }
 
 #[test]
+#[cfg_attr(not(tier_bochs), ignore = "needs Bochs: SHOOTDOWN_BOCHS=$(.ci/bochs)")]
 fn pcid_and_invpcid_pass_the_coherence_stress() {
     let cmdline = format!("exec=coherence:{ROUNDS},{CPUS}");
-    let Some(run) = boot("pcid_and_invpcid", HASWELL, &cmdline) else {
-        return;
-    };
+    let run = boot("pcid_and_invpcid", HASWELL, &cmdline);
     check_coherence(&run, "ipi");
 }
 
 #[test]
+#[cfg_attr(not(tier_bochs), ignore = "needs Bochs: SHOOTDOWN_BOCHS=$(.ci/bochs)")]
 fn a_global_asid_under_pcids_passes_the_coherence_stress() {
     let cmdline = format!("tlb=broadcast-sw tlb.promote={CPUS} exec=coherence:{ROUNDS},{CPUS}");
-    let Some(run) = boot("global_asid", HASWELL, &cmdline) else {
-        return;
-    };
+    let run = boot("global_asid", HASWELL, &cmdline);
     check_coherence(&run, "broadcast-sw");
     assert_eq!(
         run.number("tlb-counters:", "promotions"),
@@ -196,10 +192,9 @@ fn a_global_asid_under_pcids_passes_the_coherence_stress() {
 }
 
 #[test]
+#[cfg_attr(not(tier_bochs), ignore = "needs Bochs: SHOOTDOWN_BOCHS=$(.ci/bochs)")]
 fn pcids_are_reused_by_more_processes_than_asid_slots() {
-    let Some(run) = boot("reused_pcids", HASWELL, "exec=tlbtest:many,10") else {
-        return;
-    };
+    let run = boot("reused_pcids", HASWELL, "exec=tlbtest:many,10");
     assert!(
         run.printed("tlbtest children: started=10 failed=0"),
         "{}",
@@ -209,10 +204,9 @@ fn pcids_are_reused_by_more_processes_than_asid_slots() {
 }
 
 #[test]
+#[cfg_attr(not(tier_bochs), ignore = "needs Bochs: SHOOTDOWN_BOCHS=$(.ci/bochs)")]
 fn pcids_without_invpcid_pass_the_coherence_stress() {
     let cmdline = format!("exec=coherence:{ROUNDS},{CPUS}");
-    let Some(run) = boot("pcid_without_invpcid", IVY_BRIDGE, &cmdline) else {
-        return;
-    };
+    let run = boot("pcid_without_invpcid", IVY_BRIDGE, &cmdline);
     check_coherence(&run, "ipi");
 }

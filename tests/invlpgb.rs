@@ -2,8 +2,9 @@
 //! INVLPGB and TLBSYNC on the project's patched QEMU
 //! (`emulator/qemu-invlpgb`, built by `.ci/qemu-invlpgb`), whose TCG
 //! emulates them, and PCID and INVPCID, with `-cpu EPYC-Milan,+invlpgb`.
-//! `.ci/run` names its prefix in `SHOOTDOWN_QEMU_INVLPGB`; without the
-//! variable each test says it was skipped and passes. By hand:
+//! `.ci/run` names its prefix in `SHOOTDOWN_QEMU_INVLPGB`; a build without
+//! the variable marks every test here ignored, with the reason (`build.rs`
+//! at the workspace root). By hand:
 //!
 //! ```sh
 //! SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb) cargo test --test invlpgb
@@ -64,7 +65,7 @@ fn heavy() -> MutexGuard<'static, ()> {
 const ROUNDS: u32 = 300;
 const PAGES: u32 = 4;
 
-fn patched_qemu() -> Option<Qemu> {
+fn patched_qemu() -> Qemu {
     Qemu::from_prefix_variable(PREFIX_VARIABLE, ".ci/run builds it with .ci/qemu-invlpgb")
 }
 
@@ -129,7 +130,7 @@ fn assert_success(run: &Run, label: &str) {
 
 /// Every in-kernel test at `cpus` CPUs, `tlb=auto`.
 fn kernel_suite(cpus: u32) {
-    let Some(qemu) = patched_qemu() else { return };
+    let qemu = patched_qemu();
     let _heavy = heavy();
     let (run, label) = boot(&qemu, CPU, cpus, "run=tests");
     assert_invlpgb_banner(&run, &label);
@@ -151,16 +152,19 @@ fn kernel_suite(cpus: u32) {
 }
 
 #[test]
+#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
 fn the_kernel_suite_passes_on_2_cpus() {
     kernel_suite(2);
 }
 
 #[test]
+#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
 fn the_kernel_suite_passes_on_4_cpus() {
     kernel_suite(4);
 }
 
 #[test]
+#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
 fn the_kernel_suite_passes_on_8_cpus() {
     kernel_suite(8);
 }
@@ -168,8 +172,9 @@ fn the_kernel_suite_passes_on_8_cpus() {
 /// `cargo run` on the emulator: the demo's promotion phase runs on the
 /// boot's own backend, INVLPGB, with no targeted IPI.
 #[test]
+#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
 fn the_demo_promotes_and_flushes_with_invlpgb() {
-    let Some(qemu) = patched_qemu() else { return };
+    let qemu = patched_qemu();
     let (run, label) = boot(&qemu, CPU, 4, "");
     assert_invlpgb_banner(&run, &label);
     assert!(
@@ -201,8 +206,9 @@ fn the_demo_promotes_and_flushes_with_invlpgb() {
 /// carried out by INVLPGBs and one TLBSYNC, as the counters and the trace
 /// say.
 #[test]
+#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
 fn promoted_flushes_are_invlpgbs_and_one_tlbsync_each() {
-    let Some(qemu) = patched_qemu() else { return };
+    let qemu = patched_qemu();
     let flushes = 20;
     let (run, label) = boot(
         &qemu,
@@ -285,8 +291,9 @@ fn assert_coherent(run: &Run, label: &str) {
 }
 
 #[test]
+#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
 fn invlpgb_keeps_the_coherence_stress_coherent() {
-    let Some(qemu) = patched_qemu() else { return };
+    let qemu = patched_qemu();
     let (run, label) = coherence(&qemu, "invlpgb", None);
     assert_coherent(&run, &label);
     let counters = "tlb-counters: mode=invlpgb";
@@ -302,8 +309,9 @@ fn invlpgb_keeps_the_coherence_stress_coherent() {
 }
 
 #[test]
+#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
 fn targeted_ipis_with_pcids_keep_the_coherence_stress_coherent() {
-    let Some(qemu) = patched_qemu() else { return };
+    let qemu = patched_qemu();
     let (run, label) = coherence(&qemu, "ipi", None);
     assert_coherent(&run, &label);
     assert!(
@@ -316,8 +324,9 @@ fn targeted_ipis_with_pcids_keep_the_coherence_stress_coherent() {
 /// write-protection and every copy-on-write break must reach CPUs that
 /// only switch back to the parent later, through the generation check.
 #[test]
+#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
 fn fork_and_the_cve_reproducer_hold_with_pcids() {
-    let Some(qemu) = patched_qemu() else { return };
+    let qemu = patched_qemu();
     for program in ["forks", "cowrace:3000", "cowdirty:3000"] {
         let (run, label) = boot(&qemu, CPU, 4, &format!("tlb=ipi exec={program}"));
         assert_success(&run, &label);
@@ -337,8 +346,9 @@ fn fork_and_the_cve_reproducer_hold_with_pcids() {
 /// IPIs in `tlb=ipi`, at 4 and 8 CPUs; every value read must be right and
 /// every frame given back.
 #[test]
+#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
 fn the_concurrency_stress_keeps_every_value_with_invlpgb_and_with_ipis() {
-    let Some(qemu) = patched_qemu() else { return };
+    let qemu = patched_qemu();
     let _heavy = heavy();
     for (mode, cpus) in [("invlpgb", 4), ("invlpgb", 8), ("ipi", 4)] {
         let (run, label) = boot(
@@ -400,8 +410,9 @@ fn cowrace_with(qemu: &Qemu, program: &str, cpus: u32, bug: &str) -> (Run, Strin
 /// entries across a switch can show it (patch 0007 of the series); the
 /// correct kernel, with the same widened window, shows nothing.
 #[test]
+#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
 fn cowrace_catches_the_two_2025_switch_mm_bugs() {
-    let Some(qemu) = patched_qemu() else { return };
+    let qemu = patched_qemu();
     let _heavy = heavy();
     for cpus in [2, 4] {
         cowrace_catches_both_bugs(&qemu, "cowrace", cpus);
@@ -412,8 +423,9 @@ fn cowrace_catches_the_two_2025_switch_mm_bugs() {
 /// musl: the file `bench --against linux` could boot on Linux finds both
 /// bugs here.
 #[test]
+#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
 fn the_c_cowrace_catches_the_two_2025_switch_mm_bugs() {
-    let Some(qemu) = patched_qemu() else { return };
+    let qemu = patched_qemu();
     let _heavy = heavy();
     cowrace_catches_both_bugs(&qemu, "cowrace-musl", 2);
 }
@@ -447,7 +459,7 @@ fn cowrace_catches_both_bugs(qemu: &Qemu, program: &str, cpus: u32) {
 /// promote from 2 CPUs on (`tlb.promote=2`): a reader that a busy host
 /// starts late cannot keep the process on IPIs, where the bug cannot show.
 fn mutation_leaves_stale_reads(bug: &str) {
-    let Some(qemu) = patched_qemu() else { return };
+    let qemu = patched_qemu();
     let _heavy = heavy();
     let (run, label) = coherence(&qemu, "invlpgb", Some(&format!("{bug} tlb.promote=2")));
     let summary = run
@@ -468,16 +480,19 @@ fn mutation_leaves_stale_reads(bug: &str) {
 }
 
 #[test]
+#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
 fn a_skipped_tlbsync_is_caught() {
     mutation_leaves_stale_reads("skip-tlbsync");
 }
 
 #[test]
+#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
 fn a_range_one_page_short_is_caught() {
     mutation_leaves_stale_reads("invlpgb-one-page-short");
 }
 
 #[test]
+#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
 fn the_wrong_stride_is_caught() {
     mutation_leaves_stale_reads("invlpgb-wrong-stride");
 }
@@ -485,8 +500,9 @@ fn the_wrong_stride_is_caught() {
 /// One page more than CPUID allows: the CPU refuses with #GP, and the
 /// kernel's report says which INVLPGB and why.
 #[test]
+#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
 fn a_count_above_the_maximum_is_a_general_protection_fault_the_kernel_explains() {
-    let Some(qemu) = patched_qemu() else { return };
+    let qemu = patched_qemu();
     let (run, label) = coherence(&qemu, "invlpgb", Some("invlpgb-count-over-max"));
     assert!(
         run.serial
@@ -505,8 +521,9 @@ fn a_count_above_the_maximum_is_a_general_protection_fault_the_kernel_explains()
 /// has them, #UD where it does not (`EPYC-Milan` without `+invlpgb` on the
 /// same QEMU still has INVPCID).
 #[test]
+#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
 fn ring_3_gets_gp_for_the_tlb_instructions_and_ud_without_them() {
-    let Some(qemu) = patched_qemu() else { return };
+    let qemu = patched_qemu();
     let cases = [
         (CPU, "invlpgb", "general protection fault (#GP)"),
         (CPU, "tlbsync", "general protection fault (#GP)"),
@@ -533,8 +550,9 @@ fn ring_3_gets_gp_for_the_tlb_instructions_and_ud_without_them() {
 /// stays on IPIs, `tlb=invlpgb` is refused with the reason, and the
 /// instruction tests take their #UD branch.
 #[test]
+#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
 fn control_without_invlpgb_auto_stays_on_ipis() {
-    let Some(qemu) = patched_qemu() else { return };
+    let qemu = patched_qemu();
     let (run, label) = boot(&qemu, "EPYC-Milan", 2, "test=tlb_instructions::");
     assert!(run.printed("  INVLPGB  no"), "{label}\n{}", run.describe());
     assert!(run.printed("  PCID     yes"), "{label}\n{}", run.describe());
@@ -559,8 +577,9 @@ fn control_without_invlpgb_auto_stays_on_ipis() {
 /// is a #GP: the kernel's test tries it (stock QEMU took an SVM exit there
 /// that wrecked the vCPU, which patch 0001 of the series fixes).
 #[test]
+#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
 fn pcide_is_reserved_without_cpuid_pcid() {
-    let Some(qemu) = patched_qemu() else { return };
+    let qemu = patched_qemu();
     let test = "tlb_instructions::pcide_is_reserved_without_cpuid_pcid";
     let (run, label) = boot(&qemu, &format!("{CPU},-pcid"), 2, &format!("test={test}"));
     assert!(run.printed("  PCID     no"), "{label}\n{}", run.describe());

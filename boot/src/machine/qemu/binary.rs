@@ -110,24 +110,18 @@ impl Qemu {
     }
 
     /// The QEMU in the prefix that environment variable `variable` names,
-    /// for a test tier that needs a QEMU other than the system's; `None`,
-    /// after a line on stderr saying that the calling test is skipped and
-    /// that `installer` provides the prefix, if the variable is unset or
-    /// empty. A set variable that names no usable prefix panics. (The line
-    /// goes straight to stderr: the test harness captures the output of a
-    /// passing test, and a skip must not look like a pass.)
-    pub fn from_prefix_variable(variable: &str, installer: &str) -> Option<Self> {
+    /// for a test tier that needs a QEMU other than the system's. The
+    /// tier's tests are compiled as ignored where the variable is unset
+    /// (the workspace root's `build.rs`), so this is reached without it
+    /// only by `cargo test -- --ignored`: it then panics saying that
+    /// `installer` provides the prefix. A set variable that names no usable
+    /// prefix panics too.
+    pub fn from_prefix_variable(variable: &str, installer: &str) -> Self {
         match std::env::var_os(variable) {
-            Some(prefix) if !prefix.is_empty() => Some(
-                Self::from_prefix(&prefix).unwrap_or_else(|error| panic!("{variable}: {error}")),
-            ),
-            _ => {
-                // libtest names each test's thread after the test.
-                let thread = std::thread::current();
-                let test = thread.name().unwrap_or("test");
-                eprintln!("{test}: skipped: {variable} is not set ({installer})");
-                None
+            Some(prefix) if !prefix.is_empty() && prefix != "0" => {
+                Self::from_prefix(&prefix).unwrap_or_else(|error| panic!("{variable}: {error}"))
             }
+            _ => panic!("{variable} is not set: {installer}, and {variable} names its prefix"),
         }
     }
 
