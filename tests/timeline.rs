@@ -43,6 +43,18 @@ fn write_files(run: &Run, name: &str) -> (timeline::Written, serde_json::Value) 
     let written =
         timeline::write(&dir, lines, &info, &Window::All).unwrap_or_else(|error| panic!("{error}"));
     assert!(dir.join("timeline.svg").exists(), "no picture");
+    let raw = std::fs::read_to_string(dir.join("timeline.txt")).expect("the raw lines");
+    let printed: Vec<&str> = run
+        .serial
+        .iter()
+        .map(String::as_str)
+        .filter(|line| line.starts_with("timeline: ") || line.starts_with("timeline-end: "))
+        .collect();
+    assert_eq!(
+        raw.lines().collect::<Vec<_>>(),
+        printed,
+        "timeline.txt is not the event lines the kernel printed"
+    );
     let json = std::fs::read_to_string(dir.join("timeline.json")).expect("the trace");
     let _ = std::fs::remove_dir_all(&dir);
     (

@@ -21,7 +21,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::{
     bench::{self, BenchCommand},
-    machine::{self, Accelerator, Config, Firmware, Outcome, Qemu, QemuPathError, Run},
+    machine::{self, Accelerator, Config, Echo, Firmware, Outcome, Qemu, QemuPathError, Run},
     timeline::{self, Window},
 };
 
@@ -203,7 +203,12 @@ fn boot(args: BootArgs) -> ExitCode {
         timeout: Duration::from_secs(args.timeout),
         stall_timeout: args.stall_timeout.map(Duration::from_secs),
         cmdline: kernel_options.join(" "),
-        echo: true,
+        // The timeline's event lines go to DIR/timeline.txt, not the screen.
+        echo: if args.timeline.is_some() {
+            Echo::AllBut(&[timeline::EVENT_PREFIX, timeline::END_PREFIX])
+        } else {
+            Echo::Everything
+        },
         ..args.machine.config()
     };
     if config.gdb {
@@ -276,7 +281,7 @@ fn write_timeline(dir: &Path, run: &Run, config: &Config, window: Window) -> Exi
         Ok(written) => {
             eprintln!(
                 "runner: timeline of {} CPUs, {} events ({} did not fit): {} slices, {} IPI arrows; \
-                 {} shows {} of {} shootdowns",
+                 {} shows {} of {} shootdowns; the events as printed are in {}",
                 written.summary.cpus,
                 written.summary.recorded,
                 written.summary.dropped,
@@ -285,6 +290,7 @@ fn write_timeline(dir: &Path, run: &Run, config: &Config, window: Window) -> Exi
                 dir.join("timeline.svg").display(),
                 written.drawn_shootdowns,
                 written.shootdowns,
+                dir.join("timeline.txt").display(),
             );
             ExitCode::SUCCESS
         }

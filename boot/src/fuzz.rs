@@ -10,7 +10,7 @@ use std::{process::ExitCode, time::Duration};
 
 use clap::Args;
 
-use crate::machine::{self, Config, Outcome, Run};
+use crate::machine::{self, Config, Echo, Outcome, Run};
 
 /// A generous time budget per call: under TCG on two busy host cores a
 /// call takes about half a millisecond; the budget is ten times that.
@@ -59,7 +59,7 @@ pub fn main(args: FuzzArgs) -> ExitCode {
         Duration::from_secs,
     );
     let config = Config {
-        echo: true,
+        echo: Echo::Everything,
         ..Config::default()
             .cpus(args.smp)
             .cmdline(format!(

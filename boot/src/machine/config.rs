@@ -81,8 +81,8 @@ pub struct Config {
     pub stall_timeout: Option<Duration>,
     /// The kernel command line.
     pub cmdline: String,
-    /// Copy the serial output to our stdout as it arrives.
-    pub echo: bool,
+    /// Which serial lines to copy to our stdout as they arrive.
+    pub echo: Echo,
     /// This kernel, or Linux.
     pub guest: Guest,
 }
@@ -104,8 +104,32 @@ impl Default for Config {
             timeout: Duration::from_secs(900),
             stall_timeout: Some(Duration::from_secs(120)),
             cmdline: String::new(),
-            echo: false,
+            echo: Echo::Nothing,
             guest: Guest::Shootdown,
+        }
+    }
+}
+
+/// Which of the kernel's serial lines a run copies to the runner's stdout
+/// as they arrive (all of them are recorded either way).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Echo {
+    #[default]
+    Nothing,
+    Everything,
+    /// Every line but those that start with one of these: records a
+    /// program reads back (the timeline's thousands of event lines) rather
+    /// than text for a reader.
+    AllBut(&'static [&'static str]),
+}
+
+impl Echo {
+    /// Whether `line` is copied.
+    pub fn shows(self, line: &str) -> bool {
+        match self {
+            Self::Nothing => false,
+            Self::Everything => true,
+            Self::AllBut(prefixes) => !prefixes.iter().any(|prefix| line.starts_with(prefix)),
         }
     }
 }
@@ -215,5 +239,15 @@ mod tests {
         assert_eq!(config.image(), crate::TESTS_BIOS_IMAGE);
         let uefi = config.cmdline("exec=coherence").firmware(Firmware::Uefi);
         assert_eq!(uefi.image(), crate::UEFI_IMAGE);
+    }
+
+    #[test]
+    fn echo_all_but_hides_only_the_named_records() {
+        let echo = Echo::AllBut(&["timeline: ", "timeline-end: "]);
+        assert!(!echo.shows("timeline: cpu=0 ns=5 request began=1"));
+        assert!(!echo.shows("timeline-end: cpus=4 capacity=4096 recorded=9 dropped=0"));
+        assert!(echo.shows("tlb-counters: mode=ipi"));
+        assert!(Echo::Everything.shows("timeline: cpu=0"));
+        assert!(!Echo::Nothing.shows("shootdown: kernel entered"));
     }
 }

@@ -37,7 +37,7 @@ mod watch;
 use std::path::{Path, PathBuf};
 
 pub use bochs::{Bochs, Refusal};
-pub use config::{Accelerator, Config, Emulator, Firmware, Guest};
+pub use config::{Accelerator, Config, Echo, Emulator, Firmware, Guest};
 pub use qemu::{Qemu, QemuPathError};
 pub use run::{Diagnostics, Outcome, Run};
 

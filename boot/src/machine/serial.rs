@@ -15,6 +15,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+use super::Echo;
+
 /// The first line the kernel prints; its arrival times the boot.
 const KERNEL_ENTRY_LINE: &str = "shootdown: kernel entered";
 
@@ -34,13 +36,13 @@ struct Record {
     kernel_entry: Option<Duration>,
     /// When the last line (or the start) was.
     last_line: Instant,
-    /// Print each line on our stdout as it comes.
-    echo: bool,
+    /// Which lines to print on our stdout as they come.
+    echo: Echo,
 }
 
 impl Serial {
     /// An empty record for an emulator that started at `start`.
-    pub fn new(start: Instant, echo: bool) -> Self {
+    pub fn new(start: Instant, echo: Echo) -> Self {
         Self(Arc::new(Mutex::new(Record {
             lines: Vec::new(),
             pending: Vec::new(),
@@ -118,7 +120,7 @@ impl Record {
         if self.kernel_entry.is_none() && line.contains(KERNEL_ENTRY_LINE) {
             self.kernel_entry = Some(self.start.elapsed());
         }
-        if self.echo {
+        if self.echo.shows(&line) {
             println!("{line}");
         }
         self.lines.push(line);
@@ -131,7 +133,7 @@ mod tests {
 
     #[test]
     fn bytes_become_lines_wherever_they_are_cut() {
-        let serial = Serial::new(Instant::now(), false);
+        let serial = Serial::new(Instant::now(), Echo::Nothing);
         serial.push(b"first\r");
         serial.push(b"\nsec");
         assert!(serial.printed("first") && !serial.printed("sec"));
@@ -146,7 +148,7 @@ mod tests {
 
     #[test]
     fn silence_counts_from_the_kernel_entry_line() {
-        let serial = Serial::new(Instant::now(), false);
+        let serial = Serial::new(Instant::now(), Echo::Nothing);
         serial.follow(&b"bootloader noise\n"[..]);
         assert_eq!(serial.silence(), None);
         serial.catch_up(&mut &b"[ INFO] shootdown: kernel entered\nmore\n"[..]);

@@ -44,6 +44,7 @@ pub fn watch(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::machine::Echo;
 
     /// A session that never ends the run by itself.
     fn never(_: Duration) -> Option<Outcome> {
@@ -53,7 +54,7 @@ mod tests {
     #[test]
     fn the_session_ending_the_run_wins() {
         let config = Config::default().timeout(Duration::ZERO);
-        let serial = Serial::new(Instant::now(), false);
+        let serial = Serial::new(Instant::now(), Echo::Nothing);
         let outcome = watch(&config, Instant::now(), &serial, |_| Some(Outcome::Failure));
         assert_eq!(outcome, Outcome::Failure);
     }
@@ -61,7 +62,7 @@ mod tests {
     #[test]
     fn a_run_past_its_timeout_is_ended() {
         let config = Config::default().timeout(Duration::ZERO);
-        let serial = Serial::new(Instant::now(), false);
+        let serial = Serial::new(Instant::now(), Echo::Nothing);
         let outcome = watch(&config, Instant::now(), &serial, never);
         assert_eq!(outcome, Outcome::Timeout(Duration::ZERO));
     }
@@ -69,7 +70,7 @@ mod tests {
     #[test]
     fn silence_ends_a_run_only_after_the_kernel_entered() {
         let config = Config::default().stall_timeout(Duration::ZERO);
-        let serial = Serial::new(Instant::now(), false);
+        let serial = Serial::new(Instant::now(), Echo::Nothing);
         let mut polls = 0;
         let outcome = watch(&config, Instant::now(), &serial, |_| {
             polls += 1;
@@ -87,7 +88,7 @@ mod tests {
             gdb: true,
             ..Config::default().timeout(Duration::ZERO)
         };
-        let serial = Serial::new(Instant::now(), false);
+        let serial = Serial::new(Instant::now(), Echo::Nothing);
         let mut polls = 0;
         let outcome = watch(&config, Instant::now(), &serial, |_| {
             polls += 1;

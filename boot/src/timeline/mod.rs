@@ -1,7 +1,9 @@
 //! `cargo run -- --timeline DIR ...`: each CPU's view of every shootdown
 //! of a run, as `DIR/timeline.json` (the Chrome Trace Event Format, which
 //! Perfetto opens) and `DIR/timeline.svg` (a picture this crate draws, for
-//! the book).
+//! the book), with the kernel's raw event lines in `DIR/timeline.txt`
+//! (the runner does not echo them: thousands of lines would bury the
+//! run's own output).
 //!
 //! The kernel records the events with `tlb.timeline=on` and prints them at
 //! the end of the run ([`kernel::timeline`] has their format); this module
@@ -18,6 +20,8 @@ pub mod window;
 use std::{fmt, fs, io, path::Path};
 
 use kernel::timeline::{Summary, parse_lines};
+
+pub use kernel::timeline::{END_PREFIX, PREFIX as EVENT_PREFIX};
 
 pub use chrome::RunInfo;
 pub use lanes::Lanes;
@@ -98,13 +102,20 @@ impl From<io::Error> for TimelineError {
 }
 
 /// Reads the timeline in `output` (a run's serial lines) and writes
-/// `dir/timeline.json` (everything) and `dir/timeline.svg` (`window` of it).
+/// `dir/timeline.json` (everything), `dir/timeline.svg` (`window` of it)
+/// and `dir/timeline.txt` (the event lines as the kernel printed them).
 pub fn write<'a>(
     dir: &Path,
-    output: impl IntoIterator<Item = &'a str>,
+    output: impl IntoIterator<Item = &'a str> + Clone,
     run: &RunInfo,
     window: &Window,
 ) -> Result<Written, TimelineError> {
+    let raw: String = output
+        .clone()
+        .into_iter()
+        .filter(|line| line.starts_with(EVENT_PREFIX) || line.starts_with(END_PREFIX))
+        .flat_map(|line| [line, "\n"])
+        .collect();
     let (events, summary) = parse_lines(output).map_err(|(line, why)| TimelineError::BadLine {
         line,
         why: why.to_string(),
@@ -127,6 +138,7 @@ pub fn write<'a>(
         serde_json::to_string(&trace).expect("a JSON value serializes"),
     )?;
     fs::write(dir.join("timeline.svg"), picture)?;
+    fs::write(dir.join("timeline.txt"), raw)?;
     Ok(Written {
         summary,
         counts,
