@@ -26,6 +26,10 @@ const BOTTOM: f64 = 134.0;
 const INSET: f64 = 13.0;
 /// Labels need about this many pixels per character.
 const CHAR_WIDTH: f64 = 6.2;
+/// The narrowest box a slice gets: a handler of a few microseconds in a
+/// window of milliseconds would otherwise be a sliver nobody sees (its
+/// tooltip still gives its real length).
+const MIN_SLICE_WIDTH: f64 = 3.0;
 
 /// The colors of the slices and arrows; the legend names them.
 const REQUEST: &str = "#cfe2f3";
@@ -128,7 +132,7 @@ impl Canvas {
         let top = self.lane_top(slice.cpu) + inset;
         let height = (LANE - 2.0 * inset).max(4.0);
         let x = self.x(slice.begin_ns);
-        let width = (self.x(slice.end_ns) - x).max(1.0);
+        let width = (self.x(slice.end_ns) - x).max(MIN_SLICE_WIDTH);
         let label = slice_name(&slice.what);
         let tooltip = format!(
             "{label}: {:.2} us",

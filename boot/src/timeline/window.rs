@@ -229,11 +229,15 @@ fn describe(request: &Slice) -> String {
     let Some(decision) = decision else {
         return format!("CPU {} flushes", request.cpu);
     };
-    let space = decision
-        .ctx
-        .map_or("the kernel's mappings".to_string(), |ctx| {
-            format!("address space {ctx}")
-        });
+    // A flush without an address space: a reclaim batch flushes whatever
+    // user address space each CPU has loaded, a rollover every PCID's
+    // entries, the rest the kernel's own mappings.
+    let space = match (decision.ctx, decision.reason) {
+        (Some(ctx), _) => format!("address space {ctx}"),
+        (None, TraceReason::Batch) => "each CPU's loaded address space".to_string(),
+        (None, TraceReason::Rollover) => "every address space".to_string(),
+        (None, _) => "the kernel's mappings".to_string(),
+    };
     let range = match decision.range {
         Some((start, end)) => {
             let pages = (end - start).div_ceil(4096);
