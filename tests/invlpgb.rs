@@ -152,19 +152,28 @@ fn kernel_suite(cpus: u32) {
 }
 
 #[test]
-#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
+#[cfg_attr(
+    not(tier_qemu_invlpgb),
+    ignore = "needs SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)"
+)]
 fn the_kernel_suite_passes_on_2_cpus() {
     kernel_suite(2);
 }
 
 #[test]
-#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
+#[cfg_attr(
+    not(tier_qemu_invlpgb),
+    ignore = "needs SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)"
+)]
 fn the_kernel_suite_passes_on_4_cpus() {
     kernel_suite(4);
 }
 
 #[test]
-#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
+#[cfg_attr(
+    not(tier_qemu_invlpgb),
+    ignore = "needs SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)"
+)]
 fn the_kernel_suite_passes_on_8_cpus() {
     kernel_suite(8);
 }
@@ -172,7 +181,10 @@ fn the_kernel_suite_passes_on_8_cpus() {
 /// `cargo run` on the emulator: the demo's promotion phase runs on the
 /// boot's own backend, INVLPGB, with no targeted IPI.
 #[test]
-#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
+#[cfg_attr(
+    not(tier_qemu_invlpgb),
+    ignore = "needs SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)"
+)]
 fn the_demo_promotes_and_flushes_with_invlpgb() {
     let qemu = patched_qemu();
     let (run, label) = boot(&qemu, CPU, 4, "");
@@ -206,7 +218,10 @@ fn the_demo_promotes_and_flushes_with_invlpgb() {
 /// carried out by INVLPGBs and one TLBSYNC, as the counters and the trace
 /// say.
 #[test]
-#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
+#[cfg_attr(
+    not(tier_qemu_invlpgb),
+    ignore = "needs SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)"
+)]
 fn promoted_flushes_are_invlpgbs_and_one_tlbsync_each() {
     let qemu = patched_qemu();
     let flushes = 20;
@@ -291,7 +306,10 @@ fn assert_coherent(run: &Run, label: &str) {
 }
 
 #[test]
-#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
+#[cfg_attr(
+    not(tier_qemu_invlpgb),
+    ignore = "needs SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)"
+)]
 fn invlpgb_keeps_the_coherence_stress_coherent() {
     let qemu = patched_qemu();
     let (run, label) = coherence(&qemu, "invlpgb", None);
@@ -309,7 +327,10 @@ fn invlpgb_keeps_the_coherence_stress_coherent() {
 }
 
 #[test]
-#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
+#[cfg_attr(
+    not(tier_qemu_invlpgb),
+    ignore = "needs SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)"
+)]
 fn targeted_ipis_with_pcids_keep_the_coherence_stress_coherent() {
     let qemu = patched_qemu();
     let (run, label) = coherence(&qemu, "ipi", None);
@@ -324,7 +345,10 @@ fn targeted_ipis_with_pcids_keep_the_coherence_stress_coherent() {
 /// write-protection and every copy-on-write break must reach CPUs that
 /// only switch back to the parent later, through the generation check.
 #[test]
-#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
+#[cfg_attr(
+    not(tier_qemu_invlpgb),
+    ignore = "needs SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)"
+)]
 fn fork_and_the_cve_reproducer_hold_with_pcids() {
     let qemu = patched_qemu();
     for program in ["forks", "cowrace:3000", "cowdirty:3000"] {
@@ -346,7 +370,10 @@ fn fork_and_the_cve_reproducer_hold_with_pcids() {
 /// IPIs in `tlb=ipi`, at 4 and 8 CPUs; every value read must be right and
 /// every frame given back.
 #[test]
-#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
+#[cfg_attr(
+    not(tier_qemu_invlpgb),
+    ignore = "needs SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)"
+)]
 fn the_concurrency_stress_keeps_every_value_with_invlpgb_and_with_ipis() {
     let qemu = patched_qemu();
     let _heavy = heavy();
@@ -410,7 +437,10 @@ fn cowrace_with(qemu: &Qemu, program: &str, cpus: u32, bug: &str) -> (Run, Strin
 /// entries across a switch can show it (patch 0007 of the series); the
 /// correct kernel, with the same widened window, shows nothing.
 #[test]
-#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
+#[cfg_attr(
+    not(tier_qemu_invlpgb),
+    ignore = "needs SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)"
+)]
 fn cowrace_catches_the_two_2025_switch_mm_bugs() {
     let qemu = patched_qemu();
     let _heavy = heavy();
@@ -423,7 +453,10 @@ fn cowrace_catches_the_two_2025_switch_mm_bugs() {
 /// musl: the file `bench --against linux` could boot on Linux finds both
 /// bugs here.
 #[test]
-#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
+#[cfg_attr(
+    not(tier_qemu_invlpgb),
+    ignore = "needs SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)"
+)]
 fn the_c_cowrace_catches_the_two_2025_switch_mm_bugs() {
     let qemu = patched_qemu();
     let _heavy = heavy();
@@ -480,19 +513,28 @@ fn mutation_leaves_stale_reads(bug: &str) {
 }
 
 #[test]
-#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
+#[cfg_attr(
+    not(tier_qemu_invlpgb),
+    ignore = "needs SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)"
+)]
 fn a_skipped_tlbsync_is_caught() {
     mutation_leaves_stale_reads("skip-tlbsync");
 }
 
 #[test]
-#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
+#[cfg_attr(
+    not(tier_qemu_invlpgb),
+    ignore = "needs SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)"
+)]
 fn a_range_one_page_short_is_caught() {
     mutation_leaves_stale_reads("invlpgb-one-page-short");
 }
 
 #[test]
-#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
+#[cfg_attr(
+    not(tier_qemu_invlpgb),
+    ignore = "needs SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)"
+)]
 fn the_wrong_stride_is_caught() {
     mutation_leaves_stale_reads("invlpgb-wrong-stride");
 }
@@ -500,7 +542,10 @@ fn the_wrong_stride_is_caught() {
 /// One page more than CPUID allows: the CPU refuses with #GP, and the
 /// kernel's report says which INVLPGB and why.
 #[test]
-#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
+#[cfg_attr(
+    not(tier_qemu_invlpgb),
+    ignore = "needs SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)"
+)]
 fn a_count_above_the_maximum_is_a_general_protection_fault_the_kernel_explains() {
     let qemu = patched_qemu();
     let (run, label) = coherence(&qemu, "invlpgb", Some("invlpgb-count-over-max"));
@@ -521,7 +566,10 @@ fn a_count_above_the_maximum_is_a_general_protection_fault_the_kernel_explains()
 /// has them, #UD where it does not (`EPYC-Milan` without `+invlpgb` on the
 /// same QEMU still has INVPCID).
 #[test]
-#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
+#[cfg_attr(
+    not(tier_qemu_invlpgb),
+    ignore = "needs SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)"
+)]
 fn ring_3_gets_gp_for_the_tlb_instructions_and_ud_without_them() {
     let qemu = patched_qemu();
     let cases = [
@@ -550,7 +598,10 @@ fn ring_3_gets_gp_for_the_tlb_instructions_and_ud_without_them() {
 /// stays on IPIs, `tlb=invlpgb` is refused with the reason, and the
 /// instruction tests take their #UD branch.
 #[test]
-#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
+#[cfg_attr(
+    not(tier_qemu_invlpgb),
+    ignore = "needs SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)"
+)]
 fn control_without_invlpgb_auto_stays_on_ipis() {
     let qemu = patched_qemu();
     let (run, label) = boot(&qemu, "EPYC-Milan", 2, "test=tlb_instructions::");
@@ -577,7 +628,10 @@ fn control_without_invlpgb_auto_stays_on_ipis() {
 /// is a #GP: the kernel's test tries it (stock QEMU took an SVM exit there
 /// that wrecked the vCPU, which patch 0001 of the series fixes).
 #[test]
-#[cfg_attr(not(tier_qemu_invlpgb), ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)")]
+#[cfg_attr(
+    not(tier_qemu_invlpgb),
+    ignore = "needs SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)"
+)]
 fn pcide_is_reserved_without_cpuid_pcid() {
     let qemu = patched_qemu();
     let test = "tlb_instructions::pcide_is_reserved_without_cpuid_pcid";

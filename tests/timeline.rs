@@ -176,7 +176,7 @@ fn a_promoted_run_broadcasts_instead_of_sending_targeted_ipis() {
 #[test]
 #[cfg_attr(
     not(tier_qemu_invlpgb),
-    ignore = "needs the patched QEMU: SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)"
+    ignore = "needs SHOOTDOWN_QEMU_INVLPGB=$(.ci/qemu-invlpgb)"
 )]
 fn a_promoted_run_on_invlpgb_sends_no_ipi_at_all() {
     let qemu = Qemu::from_prefix_variable(
