@@ -33,6 +33,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common.h"
+
 #define PROGRESS_EVERY 1000
 
 struct shared {
@@ -45,14 +47,6 @@ struct reader_setup {
 	_Atomic uint64_t *a;
 	int switching;
 };
-
-static int pin(int cpu)
-{
-	cpu_set_t set;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	return sched_setaffinity(0, sizeof(set), &set);
-}
 
 static void *reader(void *argument)
 {

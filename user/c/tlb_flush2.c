@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common.h"
 #include "proc_interrupts.h"
 #include "shootdown.h"
 
@@ -71,27 +72,12 @@ static struct shared *shared;
 static struct schedule schedule;
 static int cpus;
 
-static uint64_t now_ns(void)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-}
-
 static void reach(struct edge *edge)
 {
 	if (atomic_exchange(&edge->claimed, 1))
 		return;
 	edge->valid = shootdown_tlb_stats(edge->values) == 0;
 	edge->tlb_interrupts = edge->valid ? -1 : proc_interrupts("TLB:");
-}
-
-static int pin(int cpu)
-{
-	cpu_set_t set;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	return sched_setaffinity(0, sizeof(set), &set);
 }
 
 /* Unmapping a region with a page table of its own reaches every CPU the
@@ -206,20 +192,6 @@ static int online_cpus(void)
 	if (sched_getaffinity(0, sizeof(set), &set) != 0)
 		return 1;
 	return CPU_COUNT(&set);
-}
-
-/* "1.234": a per-iteration ratio with three decimals, as the Rust
- * program prints it. */
-static void print_ratio(const char *name, uint64_t numerator, uint64_t iterations)
-{
-	if (iterations == 0) {
-		printf(" %s=none", name);
-		return;
-	}
-	unsigned __int128 thousandths =
-		((unsigned __int128)numerator * 1000 + iterations / 2) / iterations;
-	printf(" %s=%llu.%03llu", name, (unsigned long long)(thousandths / 1000),
-	       (unsigned long long)(thousandths % 1000));
 }
 
 static int usage(void)
