@@ -257,3 +257,56 @@ fn against_linux_runs_the_same_file_on_both_kernels() {
         "no checksum of the file both kernels ran:\n{table}"
     );
 }
+
+/// `bench pageout --against linux`: Linux gets swap on zram from its init
+/// (`bench.swap=`), and its pages really go out (the program fails a run
+/// whose pages stayed resident); this kernel batches its reclaim flush.
+#[test]
+fn against_linux_pages_out_on_both_kernels() {
+    let package = boot::linux::DEFAULT_PACKAGE;
+    if let Err(error) = boot::linux::kernel(package, boot::linux::DEFAULT_SUITE) {
+        println!("skipped: cannot fetch {package} ({error})");
+        return;
+    }
+    let csv = scratch("bench-pageout-linux.csv");
+    let table = bench(&[
+        "pageout",
+        "--against",
+        "linux",
+        "--modes",
+        "ipi",
+        "--batch",
+        "on",
+        "--helpers",
+        "busy",
+        "--loops",
+        "2",
+        "--repeat",
+        "1",
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(
+        table.contains("| on ") && table.contains("| linux "),
+        "{table}"
+    );
+    let program = boot::linux::Program::built("pageout-musl").expect("the C program is built");
+    assert!(
+        table.contains(&format!("pageout-musl sha256 {}", program.sha256())),
+        "no checksum of the file both kernels ran:\n{table}"
+    );
+    let runs = csv_runs(&csv);
+    let linux = runs
+        .iter()
+        .find(|run| run["batch"] == "linux")
+        .unwrap_or_else(|| panic!("no Linux run in {runs:?}"));
+    assert!(
+        number(linux, "pages_swapped_out_per_loop") >= 256.0,
+        "{linux:?}"
+    );
+    let ours = runs
+        .iter()
+        .find(|run| run["batch"] == "on")
+        .unwrap_or_else(|| panic!("no run of this kernel in {runs:?}"));
+    assert_eq!(number(ours, "batch_flushes_per_loop"), 1.0, "{ours:?}");
+}

@@ -272,7 +272,7 @@ fn fork_copies_on_write_and_shares_what_is_shared() {
 /// copy-on-write page behind the one on a shared page. (With the two bugs
 /// put back, `tlb.bug=skip-switching` and `generation-before-cpuset`, only
 /// a TLB that keeps entries per PCID across address-space switches can show
-/// a violation; no emulator here has one: see docs/09.)
+/// a violation; no emulator here has one: see docs/10-model-and-loom.md.)
 #[test]
 fn cowrace_finds_no_stale_copy_on_write_translation() {
     for cpus in [2, 4] {
@@ -329,6 +329,37 @@ fn the_c_cowrace_finds_no_stale_translation() {
         run.describe()
     );
     assert_exit(&run, "cowrace-glibc", 0);
+}
+
+/// The C `pageout`, the file `bench pageout --against linux` runs on both
+/// kernels, pages its region out and back in with this kernel's batched
+/// reclaim flush (one per `madvise(PAGEOUT)`): with busy helpers each one
+/// reaches the three other CPUs, with sleeping ones nobody (their CPUs are
+/// lazy). Every page must come back as it went out.
+#[test]
+fn the_c_pageout_batches_its_reclaim_flush() {
+    for (program, helpers, ipis) in [("pageout-musl", "busy", 3), ("pageout-glibc", "sleep", 0)] {
+        let run = exec(4, &format!("{program}:3,{helpers}"));
+        let line = "pageout: helpers=";
+        assert!(
+            run.printed(&format!("pageout: helpers={helpers} pages=256 loops=3 ")),
+            "{program}\n{}",
+            run.describe()
+        );
+        assert_eq!(
+            run.value(line, "batch_flushes_per_loop"),
+            Some("1.000"),
+            "{program}\n{}",
+            run.describe()
+        );
+        assert_eq!(
+            run.value(line, "ipis_sent_per_loop"),
+            Some(format!("{ipis}.000").as_str()),
+            "{program}\n{}",
+            run.describe()
+        );
+        assert_exit(&run, program, 0);
+    }
 }
 
 /// The C `tlb_flush2`, the file `bench --against linux` runs on both

@@ -15,7 +15,10 @@
 //! ramdisk (packed by the same code, `build/ramdisk.rs`), holding `init`
 //! (the project's own, `user/c/linux/init.c`) and the program, under the
 //! name this kernel's ramdisk gives it. Its SHA-256 is printed with the
-//! results: the same bytes ran on both kernels.
+//! results: the same bytes ran on both kernels. A program that pages out
+//! needs swap, which Linux gets from zram: the initramfs then also holds
+//! zram's module and the modules it depends on, from the same package, as
+//! `module-N-NAME.ko.xz` in the order `init` loads them.
 
 use std::{
     path::{Path, PathBuf},
@@ -34,6 +37,11 @@ pub const DEFAULT_SUITE: &str = "trixie-backports";
 
 /// Where the C programs and Linux's init were built (`build.rs`).
 pub const C_PROGRAMS_DIR: &str = env!("C_PROGRAMS_DIR");
+
+/// Zram and the modules it depends on, in the order they load: Debian's
+/// 6.17 builds zram as a module whose `.modinfo` says
+/// `depends=lz4hc_compress,lz4_compress` (zsmalloc is built in).
+const ZRAM_MODULES: [&str; 3] = ["lz4_compress", "lz4hc_compress", "zram"];
 
 /// The signing keys of Debian's archive, from `debian-archive-keyring`.
 const ARCHIVE_KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
@@ -177,6 +185,54 @@ fn find_vmlinuz(unpacked: &Path) -> Option<PathBuf> {
         })
 }
 
+/// The modules Linux needs for swap on zram ([`ZRAM_MODULES`]), read from
+/// the package `vmlinuz` was unpacked from, named as the initramfs holds
+/// them (`module-1-lz4_compress.ko.xz`, ...).
+pub fn swap_modules(vmlinuz: &Path) -> Result<Vec<(String, Vec<u8>)>, String> {
+    let unpacked = vmlinuz
+        .parent()
+        .and_then(Path::parent)
+        .ok_or_else(|| format!("{} is not in an unpacked package", vmlinuz.display()))?;
+    let version = vmlinuz
+        .file_name()
+        .and_then(|name| name.to_str())
+        .and_then(|name| name.strip_prefix("vmlinuz-"))
+        .ok_or_else(|| format!("{} is not named vmlinuz-VERSION", vmlinuz.display()))?;
+    let tree = ["usr/lib/modules", "lib/modules"]
+        .iter()
+        .map(|dir| unpacked.join(dir).join(version).join("kernel"))
+        .find(|dir| dir.is_dir())
+        .ok_or_else(|| format!("the package has no modules for {version}"))?;
+    ZRAM_MODULES
+        .iter()
+        .enumerate()
+        .map(|(index, module)| {
+            let file = format!("{module}.ko.xz");
+            let path = find_file(&tree, &file)
+                .ok_or_else(|| format!("the package has no {file} (needed for swap on zram)"))?;
+            let contents = std::fs::read(&path)
+                .map_err(|error| format!("reading {}: {error}", path.display()))?;
+            Ok((format!("module-{}-{file}", index + 1), contents))
+        })
+        .collect()
+}
+
+/// The first file called `name` under `dir`, depth first.
+fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .collect();
+    entries.sort();
+    entries.iter().find_map(|path| {
+        if path.is_dir() {
+            find_file(path, name)
+        } else {
+            (path.file_name()? == name).then(|| path.clone())
+        }
+    })
+}
+
 /// A program file this kernel's ramdisk holds, as the initramfs gets it.
 pub struct Program {
     pub name: String,
@@ -208,16 +264,22 @@ impl Program {
     }
 }
 
-/// Writes the initramfs with the project's init and `program` into `dir`
-/// and returns its path.
-pub fn initramfs(program: &Program, dir: &Path) -> Result<PathBuf, String> {
+/// Writes the initramfs with the project's init, `program` and `modules`
+/// (named files, as [`swap_modules`] gives them) into `dir` and returns its
+/// path.
+pub fn initramfs(
+    program: &Program,
+    modules: &[(String, Vec<u8>)],
+    dir: &Path,
+) -> Result<PathBuf, String> {
     let init_path = Path::new(C_PROGRAMS_DIR).join("linux-init");
     let init = std::fs::read(&init_path)
         .map_err(|error| format!("reading {}: {error}", init_path.display()))?;
-    let files = [
+    let mut files = vec![
         (String::from("init"), init),
         (program.name.clone(), program.contents.clone()),
     ];
+    files.extend_from_slice(modules);
     let archive = ramdisk::pack(&files);
     ramdisk::verify(&archive, &files);
     std::fs::create_dir_all(dir).map_err(|error| format!("creating {}: {error}", dir.display()))?;
@@ -231,8 +293,8 @@ pub fn initramfs(program: &Program, dir: &Path) -> Result<PathBuf, String> {
 mod tests {
     use super::*;
 
-    /// The initramfs holds the init and the program, byte for byte, under
-    /// their names, as a cpio archive Linux unpacks.
+    /// The initramfs holds the init, the program and the modules, byte for
+    /// byte, under their names, as a cpio archive Linux unpacks.
     #[test]
     fn the_initramfs_holds_init_and_the_program() {
         let program = Program {
@@ -240,7 +302,11 @@ mod tests {
             contents: b"\x7fELF not really".to_vec(),
         };
         let dir = std::env::temp_dir().join(format!("shootdown-initramfs-{}", std::process::id()));
-        let path = initramfs(&program, &dir).unwrap();
+        let module = (
+            String::from("module-1-probe.ko.xz"),
+            b"not a module".to_vec(),
+        );
+        let path = initramfs(&program, std::slice::from_ref(&module), &dir).unwrap();
         let archive = std::fs::read(&path).unwrap();
         let init = std::fs::read(Path::new(C_PROGRAMS_DIR).join("linux-init")).unwrap();
         ramdisk::verify(
@@ -248,6 +314,7 @@ mod tests {
             &[
                 (String::from("init"), init),
                 (String::from("probe"), program.contents.clone()),
+                module,
             ],
         );
         let _ = std::fs::remove_dir_all(dir);

@@ -23,6 +23,7 @@
 #define SHOOTDOWN_COUNTER_LOCAL_PARTIAL_FLUSHES 5
 #define SHOOTDOWN_COUNTER_BROADCAST_OPS 7
 #define SHOOTDOWN_COUNTER_PROMOTIONS 9
+#define SHOOTDOWN_COUNTER_BATCH_FLUSHES 12
 
 /* Reads the counters (totals over all CPUs since boot) into `values`; 0 on
  * this kernel, -1 on any other (errno ENOSYS). */

@@ -20,6 +20,7 @@
 //! if the kernel or the program reports a failure, or the numbers cannot
 //! be right (no iterations counted).
 
+mod against;
 mod csv;
 mod pageout;
 mod plan;

@@ -8,6 +8,10 @@
 //! their CPUs lazy, which ordinary flushes skip (few IPIs either way);
 //! busy helpers keep three other CPUs running the address space, so every
 //! flush round interrupts them.
+//!
+//! With `--against linux` both kernels run the C twin (`user/c/pageout.c`,
+//! static musl) from the same file, and each row gets a `linux` column:
+//! Linux with swap on zram (`bench.swap=`), whose reclaim always batches.
 
 use std::time::Duration;
 
@@ -16,7 +20,9 @@ use clap::{Args, ValueEnum};
 use crate::machine::Guest;
 
 use super::{
-    CommonArgs, TlbMode, distinct,
+    CommonArgs, TlbMode,
+    against::AgainstArgs,
+    distinct,
     plan::{
         BREAKDOWN_KEYS, BREAKDOWN_METRICS, Config, Format, LATENCY_METRICS, Metric, Plan, Sample,
         Workload,
@@ -81,7 +87,36 @@ pub struct PageoutArgs {
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     loops: u64,
     #[command(flatten)]
+    against: AgainstArgs,
+    #[command(flatten)]
     pub common: CommonArgs,
+}
+
+/// The program both kernels run with `--against linux`: the C pageout
+/// (`user/c/pageout.c`), linked with musl.
+const AGAINST_PROGRAM: &str = "pageout-musl";
+
+/// Linux's swap for it: a zram device of this many MiB (the region is
+/// 1 MiB; zram compresses its 0x88 pages to almost nothing).
+const LINUX_SWAP_MIB: u32 = 64;
+
+/// The program metrics Linux's run prints too (the others stay empty in its
+/// column): its TLB shootdown interrupts come from `/proc/interrupts`, the
+/// pages it swapped out from `/proc/vmstat`.
+fn against_metrics() -> Vec<Metric> {
+    let program = Metric::program;
+    vec![
+        program("ns_per_loop", "time/loop", Format::Nanos),
+        program("ipis_received_per_loop", "IPIs handled/loop", Format::Ratio),
+        program("ipis_sent_per_loop", "IPIs sent/loop", Format::Ratio),
+        program("batch_flushes_per_loop", "batches/loop", Format::Ratio),
+        program("broadcast_ops_per_loop", "broadcasts/loop", Format::Ratio),
+        program(
+            "pages_swapped_out_per_loop",
+            "pages to swap/loop",
+            Format::Ratio,
+        ),
+    ]
 }
 
 fn metrics() -> Vec<Metric> {
@@ -138,6 +173,12 @@ pub fn plan(args: &PageoutArgs) -> Result<Plan, String> {
     // Per-page flushes to three busy CPUs take about a second per loop
     // under TCG; leave ten.
     let timeout = Duration::from_secs(120 + 10 * args.loops);
+    let linux = args.against.linux_column(AGAINST_PROGRAM, true)?;
+    let program_name = if linux.is_some() {
+        AGAINST_PROGRAM
+    } else {
+        "pageout"
+    };
     let mut rows = Vec::new();
     let mut configs = Vec::new();
     for helpers in &args.helpers {
@@ -151,7 +192,7 @@ pub fn plan(args: &PageoutArgs) -> Result<Plan, String> {
                         cmdline: [
                             format!("tlb={} tlb.batch={}", mode.name(), batch.name()),
                             extra.clone(),
-                            format!("exec=pageout:{},{}", args.loops, helpers.name()),
+                            format!("exec={program_name}:{},{}", args.loops, helpers.name()),
                         ]
                         .into_iter()
                         .filter(|part| !part.is_empty())
@@ -160,6 +201,16 @@ pub fn plan(args: &PageoutArgs) -> Result<Plan, String> {
                         timeout,
                         guest: Guest::Shootdown,
                     })
+                    .chain(linux.iter().map(|linux| Config {
+                        cpus: args.smp,
+                        cmdline: format!(
+                            "bench.swap={LINUX_SWAP_MIB} bench.exec={AGAINST_PROGRAM}:{},{}",
+                            args.loops,
+                            helpers.name()
+                        ),
+                        timeout,
+                        guest: linux.guest.clone(),
+                    }))
                     .collect(),
             );
         }
@@ -168,10 +219,17 @@ pub fn plan(args: &PageoutArgs) -> Result<Plan, String> {
         workload: Workload {
             name: "pageout",
             summary_prefix: "pageout: helpers=",
-            metrics: metrics(),
+            metrics: if linux.is_some() {
+                against_metrics()
+            } else {
+                metrics()
+            },
             check,
         },
-        title: format!("pageout 1 MiB, {} CPUs, {} loops", args.smp, args.loops),
+        title: format!(
+            "{program_name} 1 MiB, {} CPUs, {} loops",
+            args.smp, args.loops
+        ),
         row_fields: vec!["helpers", "mode"],
         rows,
         column_field: "batch",
@@ -179,16 +237,37 @@ pub fn plan(args: &PageoutArgs) -> Result<Plan, String> {
             .batch
             .iter()
             .map(|batch| batch.name().to_string())
+            .chain(linux.is_some().then(|| String::from("linux")))
             .collect(),
         configs,
         repeat: args.common.repeat.into(),
         machine: args.common.machine.clone(),
-        note: None,
+        note: linux.map(|linux| linux.note),
     })
 }
 
 /// Time and IPIs per loop, then the counters behind them.
 pub fn report(plan: &Plan, samples: &[Sample]) -> String {
+    if plan.columns.iter().any(|column| column == "linux") {
+        // Against Linux: only what both kernels report.
+        return [
+            table::comparison(plan, samples, "ns_per_loop", "time per loop"),
+            table::details(
+                plan,
+                samples,
+                &[
+                    "ipis_received_per_loop",
+                    "ipis_sent_per_loop",
+                    "batch_flushes_per_loop",
+                    "broadcast_ops_per_loop",
+                    "pages_swapped_out_per_loop",
+                ],
+                "TLB shootdown IPIs handled per loop (Linux's from /proc/interrupts), and pages \
+                 Linux wrote to swap (/proc/vmstat)",
+            ),
+        ]
+        .join("\n");
+    }
     [
         table::comparison(plan, samples, "ns_per_loop", "time per loop"),
         table::comparison(

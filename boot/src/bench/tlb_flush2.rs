@@ -10,12 +10,14 @@
 
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 
-use crate::{linux, machine::Guest};
+use crate::machine::Guest;
 
 use super::{
-    CommonArgs, TlbMode, VmLock, distinct, parse_seconds,
+    CommonArgs, TlbMode, VmLock,
+    against::AgainstArgs,
+    distinct, parse_seconds,
     plan::{
         BREAKDOWN_KEYS, BREAKDOWN_METRICS, Config, Format, LATENCY_METRICS, Metric, Plan, Sample,
         Workload,
@@ -59,20 +61,8 @@ pub struct TlbFlush2Args {
     /// Seconds of warm-up before measuring (tasks start, promotion).
     #[arg(long, default_value_t = 1.0, value_parser = parse_seconds, allow_negative_numbers = true)]
     warmup: f64,
-    /// Also boot Linux, with the same program file, on the same QEMU, CPU
-    /// model, CPU count and memory, interleaved with this kernel's runs (a
-    /// column `linux`). Both kernels then run the C tlb_flush2
-    /// (`user/c/tlb_flush2.c`, static musl), instead of the Rust one, from
-    /// the same bytes. The kernel is Debian's package (`--linux-package`),
-    /// fetched once into ~/.cache/shootdown/linux.
-    #[arg(long, value_enum, value_name = "KERNEL")]
-    against: Option<Against>,
-    /// Debian's Linux kernel package for `--against linux`.
-    #[arg(long, default_value = linux::DEFAULT_PACKAGE)]
-    linux_package: String,
-    /// The Debian suite that has `--linux-package`.
-    #[arg(long, default_value = linux::DEFAULT_SUITE)]
-    linux_suite: String,
+    #[command(flatten)]
+    against: AgainstArgs,
     /// Also draw iterations/s per task count and mode into this SVG file.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<std::path::PathBuf>,
@@ -80,15 +70,8 @@ pub struct TlbFlush2Args {
     pub common: CommonArgs,
 }
 
-/// Another kernel to compare with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Against {
-    /// Debian's Linux (`--linux-package`).
-    Linux,
-}
-
-/// The program both kernels run with `--against linux`: the C tlb_flush2,
-/// linked with musl.
+/// The program both kernels run with `--against linux`: the C tlb_flush2
+/// (`user/c/tlb_flush2.c`), linked with musl.
 const AGAINST_PROGRAM: &str = "tlb_flush2-musl";
 
 /// The program metrics Linux's run prints too (the others stay empty in its
@@ -183,24 +166,11 @@ pub fn plan(args: &TlbFlush2Args) -> Result<Plan, String> {
     let measure_ms = (args.seconds * 1000.0).round().max(1.0) as u64;
     // Boot, warm-up, measurement, shutdown, with room for a slow host.
     let timeout = Duration::from_secs_f64(120.0 + 2.0 * (args.warmup + args.seconds));
-    let (program_name, linux) = match args.against {
-        None => ("tlb_flush2", None),
-        Some(Against::Linux) => {
-            let program = linux::Program::built(AGAINST_PROGRAM)?;
-            let kernel = linux::kernel(&args.linux_package, &args.linux_suite)?;
-            let initramfs =
-                linux::initramfs(&program, &std::env::temp_dir().join("shootdown-bench"))?;
-            let note = format!(
-                "both kernels ran the same file: {AGAINST_PROGRAM} sha256 {} ({} bytes); Linux: {}",
-                program.sha256(),
-                program.contents.len(),
-                args.linux_package
-            );
-            (
-                AGAINST_PROGRAM,
-                Some((Guest::Linux { kernel, initramfs }, note)),
-            )
-        }
+    let linux = args.against.linux_column(AGAINST_PROGRAM, false)?;
+    let program_name = if linux.is_some() {
+        AGAINST_PROGRAM
+    } else {
+        "tlb_flush2"
     };
     let program = |tasks: &u32| format!("{program_name}:{kind},{tasks},{warm_up_ms},{measure_ms}");
     let configs = args
@@ -225,12 +195,12 @@ pub fn plan(args: &TlbFlush2Args) -> Result<Plan, String> {
                     guest: Guest::Shootdown,
                 })
                 .collect();
-            if let Some((guest, _)) = &linux {
+            if let Some(linux) = &linux {
                 row.push(Config {
                     cpus,
                     cmdline: format!("bench.exec={}", program(tasks)),
                     timeout,
-                    guest: guest.clone(),
+                    guest: linux.guest.clone(),
                 });
             }
             row
@@ -263,7 +233,7 @@ pub fn plan(args: &TlbFlush2Args) -> Result<Plan, String> {
         configs,
         repeat: args.common.repeat.into(),
         machine: args.common.machine.clone(),
-        note: linux.map(|(_, note)| note),
+        note: linux.map(|linux| linux.note),
     })
 }
 
@@ -387,7 +357,7 @@ fn seeds_direction(plan: &Plan, samples: &[Sample], key: &str) -> Option<String>
         return None;
     }
     let mut lines = vec![String::from(
-        "seeds' direction (broadcasts faster than targeted IPIs from 4 threads on), on this machine:",
+        "the INVLPGB series' direction (broadcasts faster than targeted IPIs from 4 threads on), on this machine:",
     )];
     let mut any_fails = false;
     for mode in &modes {
