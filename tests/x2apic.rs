@@ -141,28 +141,28 @@ fn apic_tests(qemu: &Qemu, cpu: &str, cpus: u32, feature: &str, mode: &str) {
 }
 
 #[test]
-#[cfg_attr(not(tier_qemu10), ignore = "needs QEMU 10: SHOOTDOWN_QEMU10=$(.ci/qemu10)")]
+#[cfg_attr(not(tier_qemu10), ignore = "needs SHOOTDOWN_QEMU10=$(.ci/qemu10)")]
 fn epyc_milan_with_x2apic_passes_the_apic_tests_on_4_cpus() {
     let qemu = qemu10();
     apic_tests(&qemu, "EPYC-Milan,+x2apic", 4, X2APIC_FEATURE, X2APIC_MODE);
 }
 
 #[test]
-#[cfg_attr(not(tier_qemu10), ignore = "needs QEMU 10: SHOOTDOWN_QEMU10=$(.ci/qemu10)")]
+#[cfg_attr(not(tier_qemu10), ignore = "needs SHOOTDOWN_QEMU10=$(.ci/qemu10)")]
 fn cpu_max_passes_the_apic_tests_on_4_cpus_in_x2apic_mode() {
     let qemu = qemu10();
     apic_tests(&qemu, "max", 4, X2APIC_FEATURE, X2APIC_MODE);
 }
 
 #[test]
-#[cfg_attr(not(tier_qemu10), ignore = "needs QEMU 10: SHOOTDOWN_QEMU10=$(.ci/qemu10)")]
+#[cfg_attr(not(tier_qemu10), ignore = "needs SHOOTDOWN_QEMU10=$(.ci/qemu10)")]
 fn epyc_milan_with_x2apic_passes_the_apic_tests_on_2_cpus() {
     let qemu = qemu10();
     apic_tests(&qemu, "EPYC-Milan,+x2apic", 2, X2APIC_FEATURE, X2APIC_MODE);
 }
 
 #[test]
-#[cfg_attr(not(tier_qemu10), ignore = "needs QEMU 10: SHOOTDOWN_QEMU10=$(.ci/qemu10)")]
+#[cfg_attr(not(tier_qemu10), ignore = "needs SHOOTDOWN_QEMU10=$(.ci/qemu10)")]
 fn control_plain_epyc_milan_on_qemu10_runs_xapic() {
     let qemu = qemu10();
     apic_tests(&qemu, "EPYC-Milan", 4, XAPIC_FEATURE, XAPIC_MODE);
@@ -171,7 +171,7 @@ fn control_plain_epyc_milan_on_qemu10_runs_xapic() {
 /// Promotion needs four CPUs running the process at once; its flushes then
 /// go out as broadcasts, and the transition's IPIs went through the x2APIC.
 #[test]
-#[cfg_attr(not(tier_qemu10), ignore = "needs QEMU 10: SHOOTDOWN_QEMU10=$(.ci/qemu10)")]
+#[cfg_attr(not(tier_qemu10), ignore = "needs SHOOTDOWN_QEMU10=$(.ci/qemu10)")]
 fn x2apic_promotes_four_busy_cpus_to_a_global_asid() {
     let qemu = qemu10();
     let (run, label) = Boot {
@@ -211,7 +211,7 @@ fn x2apic_promotes_four_busy_cpus_to_a_global_asid() {
 /// Every flush of the coherence stress reaches the other CPUs as a targeted
 /// IPI through the x2APIC's ICR; a lost or early one shows as a stale read.
 #[test]
-#[cfg_attr(not(tier_qemu10), ignore = "needs QEMU 10: SHOOTDOWN_QEMU10=$(.ci/qemu10)")]
+#[cfg_attr(not(tier_qemu10), ignore = "needs SHOOTDOWN_QEMU10=$(.ci/qemu10)")]
 fn x2apic_targeted_ipis_keep_the_coherence_stress_coherent() {
     let qemu = qemu10();
     let rounds: u32 = 1000;
