@@ -10,7 +10,7 @@ use std::fmt::Write;
 use super::{
     TimelineError, Window,
     chrome::{RunInfo, slice_name},
-    lanes::{Arrow, InstantKind, Lanes, Slice, SliceKind},
+    lanes::{Arrow, Instant, InstantKind, Lanes, Slice, SliceKind},
 };
 use crate::drawing::{escape, tick_step};
 use kernel::timeline::Purpose;
@@ -30,6 +30,10 @@ const CHAR_WIDTH: f64 = 6.2;
 /// window of milliseconds would otherwise be a sliver nobody sees (its
 /// tooltip still gives its real length).
 const MIN_SLICE_WIDTH: f64 = 3.0;
+/// Marks of one kind closer than this on one lane are drawn as one, with
+/// their count beside it: fifty rings a fraction of a pixel apart are a
+/// smudge that nobody can count.
+const MERGE_DISTANCE: f64 = 10.0;
 
 /// The colors of the slices and arrows; the legend names them.
 const REQUEST: &str = "#cfe2f3";
@@ -100,8 +104,8 @@ impl Canvas {
         for (slice, depth) in nesting(&lanes.slices) {
             self.slice(&mut svg, slice, depth);
         }
-        for instant in &lanes.instants {
-            self.instant(&mut svg, instant);
+        for (instant, count) in self.merged(&lanes.instants) {
+            self.instant(&mut svg, instant, count);
         }
         for arrow in &lanes.arrows {
             self.arrow(&mut svg, arrow);
@@ -159,10 +163,32 @@ impl Canvas {
         svg.push('\n');
     }
 
+    /// The instants as drawn: each with the number of marks it stands for,
+    /// itself and the skips or catch-ups of its lane that follow it within
+    /// [`MERGE_DISTANCE`].
+    fn merged<'a>(&self, instants: &'a [Instant]) -> Vec<(&'a Instant, usize)> {
+        let mut sorted: Vec<&Instant> = instants.iter().collect();
+        sorted.sort_by_key(|instant| (instant.cpu, instant.ns));
+        let mut drawn: Vec<(&Instant, usize)> = Vec::new();
+        for instant in sorted {
+            if let Some((first, count)) = drawn.last_mut()
+                && first.cpu == instant.cpu
+                && mergeable(&first.what, &instant.what)
+                && self.x(instant.ns) - self.x(first.ns) < MERGE_DISTANCE
+            {
+                *count += 1;
+                continue;
+            }
+            drawn.push((instant, 1));
+        }
+        drawn
+    }
+
     /// A moment is a mark on its lane (see [`mark_style`]), with what it
-    /// was in its tooltip; a decision outside a request (a promotion, a
-    /// rollover) also has its name at the foot of the lane.
-    fn instant(&self, svg: &mut String, instant: &super::lanes::Instant) {
+    /// was in its tooltip, and the number of marks it stands for beside it
+    /// if more than one; a decision outside a request (a promotion, a
+    /// rollover) also has its name near the foot of the lane.
+    fn instant(&self, svg: &mut String, instant: &Instant, count: usize) {
         let x = self.x(instant.ns);
         let top = self.lane_top(instant.cpu);
         let (shape, color, _) = mark_style(&instant.what);
@@ -188,7 +214,20 @@ impl Canvas {
                 false,
             ),
         };
-        let _ = write!(svg, "{}", shape.draw(x, top, color, Some(&label)));
+        let tooltip = if count > 1 {
+            format!("{count} times: {label}")
+        } else {
+            label.clone()
+        };
+        let _ = write!(svg, "{}", shape.draw(x, top, color, Some(&tooltip)));
+        if count > 1 {
+            let _ = write!(
+                svg,
+                r#"<text x="{:.1}" y="{:.1}" font-size="11" fill="{color}">&#215;{count}</text>"#,
+                x + 8.0,
+                top + LANE / 2.0 - 8.0,
+            );
+        }
         // Its name at the foot of the lane, clear of the slices' labels;
         // in the right half it ends at the mark, so that it stays inside.
         if named {
@@ -199,10 +238,11 @@ impl Canvas {
             } else {
                 ("start", x - 4.0, format!("{glyph} {label}"))
             };
+            // Above the lane's bottom border, not on it.
             let _ = write!(
                 svg,
                 r#"<text x="{at:.1}" y="{:.1}" font-size="11" fill="{color}" text-anchor="{anchor}">{text}</text>"#,
-                top + LANE - 3.0,
+                top + LANE - 7.0,
             );
         }
         svg.push('\n');
@@ -389,6 +429,19 @@ impl Shape {
             ),
         }
     }
+}
+
+/// Whether marks of `a` and `b` may be drawn as one: both skips, or both
+/// switches that caught up.
+fn mergeable(a: &InstantKind, b: &InstantKind) -> bool {
+    matches!(
+        (a, b),
+        (InstantKind::Skipped { .. }, InstantKind::Skipped { .. })
+            | (
+                InstantKind::SwitchFlush { .. },
+                InstantKind::SwitchFlush { .. }
+            )
+    )
 }
 
 /// A kind of moment's mark, color and legend name (`None`: named in the

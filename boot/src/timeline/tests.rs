@@ -246,3 +246,44 @@ fn a_run_of_shootdowns_fills_the_window() {
     ));
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// Thirty requests that skip CPU 1 within a few nanoseconds of each other,
+/// in a window of microseconds, are one ring on CPU 1's lane with their
+/// count beside it; one that skips it much later is a ring of its own.
+#[test]
+fn crowded_skips_are_one_ring_with_their_count() {
+    let dir = scratch("crowded");
+    let mut lines: Vec<String> = (0..30u64)
+        .flat_map(|i| {
+            let ns = 1000 + 2 * i;
+            [
+                format!(
+                    "timeline: cpu=0 ns={ns} decision ctx=2 range=0x1000..0x2000 reason=LocalOnly skipped=1"
+                ),
+                format!("timeline: cpu=0 ns={} request began={}", ns + 1, ns - 1),
+            ]
+        })
+        .collect();
+    lines.push(String::from(
+        "timeline: cpu=0 ns=8000 decision ctx=2 range=0x1000..0x2000 reason=LocalOnly skipped=1",
+    ));
+    lines.push(String::from("timeline: cpu=0 ns=8001 request began=7999"));
+    lines.push(String::from(
+        "timeline-end: cpus=2 capacity=4096 recorded=62 dropped=0",
+    ));
+    write(&dir, lines.iter().map(String::as_str), &run(), &Window::All).expect("written");
+    let svg = fs::read_to_string(dir.join("timeline.svg")).unwrap();
+    assert!(svg.contains("&#215;30</text>"), "no count of the 30: {svg}");
+    assert!(
+        svg.contains("<title>30 times: skipped by CPU 0's flush of address space 2</title>"),
+        "{svg}"
+    );
+    // One ring per cluster (the legend draws one more, without a tooltip).
+    assert_eq!(
+        svg.matches("flush of address space 2</title></circle>")
+            .count(),
+        2,
+        "one ring per cluster: {svg}"
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
