@@ -59,7 +59,9 @@ static void *helper(void *argument)
 		return NULL;
 	}
 	atomic_fetch_add(&pinned, 1);
-	struct timespec nap = { .tv_sec = 0, .tv_nsec = 1000000 };
+	/* As the Rust helpers (user::helpers): a nap of 250 ms, so that a
+	 * sleeping helper's CPU is idle nearly all the time. */
+	struct timespec nap = { .tv_sec = 0, .tv_nsec = 250000000 };
 	while (!atomic_load(&stop)) {
 		if (!self->busy)
 			nanosleep(&nap, NULL);
