@@ -32,8 +32,9 @@ const CHAR_WIDTH: f64 = 6.2;
 const MIN_SLICE_WIDTH: f64 = 3.0;
 /// Marks of one kind closer than this on one lane are drawn as one, with
 /// their count beside it: fifty rings a fraction of a pixel apart are a
-/// smudge that nobody can count.
-const MERGE_DISTANCE: f64 = 10.0;
+/// smudge that nobody can count. Wide enough for the count's label
+/// ("×52") to end before the next mark's.
+const MERGE_DISTANCE: f64 = 28.0;
 
 /// The colors of the slices and arrows; the legend names them.
 const REQUEST: &str = "#cfe2f3";
