@@ -219,15 +219,36 @@ fn batched_pageout_sends_fewer_ipis_than_per_page_flushes() {
     );
 }
 
+/// Whether Debian's Linux package is in the cache or can be fetched; if
+/// not, says that the calling test is skipped, and why.
+fn linux_is_at_hand() -> bool {
+    let package = boot::linux::DEFAULT_PACKAGE;
+    match boot::linux::kernel(package, boot::linux::DEFAULT_SUITE) {
+        Ok(_) => true,
+        Err(error) => {
+            println!("skipped: cannot fetch {package} ({error})");
+            false
+        }
+    }
+}
+
+/// Checks that `table` names the checksum of the built `program`: the
+/// file both kernels ran.
+fn assert_same_file(table: &str, program: &str) {
+    let file = boot::linux::Program::built(program).expect("the C program is built");
+    assert!(
+        table.contains(&format!("{program} sha256 {}", file.sha256())),
+        "no checksum of the file both kernels ran:\n{table}"
+    );
+}
+
 /// `--against linux` boots Linux with the very file this kernel runs: one
 /// short run of each, a `linux` column, and the file's checksum under the
 /// tables. Where Debian's package cannot be fetched (no archive reachable),
 /// the test says so and skips.
 #[test]
 fn against_linux_runs_the_same_file_on_both_kernels() {
-    let package = boot::linux::DEFAULT_PACKAGE;
-    if let Err(error) = boot::linux::kernel(package, boot::linux::DEFAULT_SUITE) {
-        println!("skipped: cannot fetch {package} ({error})");
+    if !linux_is_at_hand() {
         return;
     }
     let table = bench(&[
@@ -251,11 +272,7 @@ fn against_linux_runs_the_same_file_on_both_kernels() {
         table.contains("| tasks | ipi") && table.contains("| linux |"),
         "no ipi and linux columns:\n{table}"
     );
-    let program = boot::linux::Program::built("tlb_flush2-musl").expect("the C program is built");
-    assert!(
-        table.contains(&format!("tlb_flush2-musl sha256 {}", program.sha256())),
-        "no checksum of the file both kernels ran:\n{table}"
-    );
+    assert_same_file(&table, "tlb_flush2-musl");
 }
 
 /// `bench pageout --against linux`: Linux gets swap on zram from its init
@@ -263,9 +280,7 @@ fn against_linux_runs_the_same_file_on_both_kernels() {
 /// whose pages stayed resident); this kernel batches its reclaim flush.
 #[test]
 fn against_linux_pages_out_on_both_kernels() {
-    let package = boot::linux::DEFAULT_PACKAGE;
-    if let Err(error) = boot::linux::kernel(package, boot::linux::DEFAULT_SUITE) {
-        println!("skipped: cannot fetch {package} ({error})");
+    if !linux_is_at_hand() {
         return;
     }
     let csv = scratch("bench-pageout-linux.csv");
@@ -290,11 +305,7 @@ fn against_linux_pages_out_on_both_kernels() {
         table.contains("| on ") && table.contains("| linux "),
         "{table}"
     );
-    let program = boot::linux::Program::built("pageout-musl").expect("the C program is built");
-    assert!(
-        table.contains(&format!("pageout-musl sha256 {}", program.sha256())),
-        "no checksum of the file both kernels ran:\n{table}"
-    );
+    assert_same_file(&table, "pageout-musl");
     let runs = csv_runs(&csv);
     let linux = runs
         .iter()
