@@ -185,7 +185,7 @@ fn find_vmlinuz(unpacked: &Path) -> Option<PathBuf> {
         })
 }
 
-/// The modules Linux needs for swap on zram ([`ZRAM_MODULES`]), read from
+/// The modules Linux needs for swap on zram (zram and what it depends on), read from
 /// the package `vmlinuz` was unpacked from, named as the initramfs holds
 /// them (`module-1-lz4_compress.ko.xz`, ...).
 pub fn swap_modules(vmlinuz: &Path) -> Result<Vec<(String, Vec<u8>)>, String> {
