@@ -47,7 +47,12 @@ fn chapter(prefix: &str) -> (PathBuf, String) {
 /// Writes `text` as a stale copy of `original` and checks it: the checker
 /// must fail, naming the copy and saying `expected`.
 fn assert_rejected(original: &Path, text: &str, expected: &str) {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("stale-book");
+    // A directory per test (libtest names each test's thread after it):
+    // the tests run at once, and several stale the same chapter.
+    let test = std::thread::current().name().unwrap_or("test").to_string();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("stale-book")
+        .join(test);
     fs::create_dir_all(&dir).expect("scratch directory");
     let copy = dir.join(original.file_name().expect("a file name"));
     fs::write(&copy, text).expect("the stale copy");
