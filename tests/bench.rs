@@ -210,7 +210,7 @@ fn batched_pageout_sends_fewer_ipis_than_per_page_flushes() {
     assert!(batched <= 3.0, "batched: {batched} IPIs per loop");
     assert!(per_page >= 256.0, "per page: {per_page} IPIs per loop");
     // Sleeping helpers: their CPUs are lazy, and ordinary flushes skip
-    // lazy CPUs; only a helper caught awake between naps gets an IPI.
+    // lazy CPUs; only a helper still on its way to sleep gets an IPI.
     let (sleep_batched, sleep_per_page) = (ipis("sleep", "on"), ipis("sleep", "off"));
     assert!(sleep_batched <= 3.0, "sleeping, batched: {sleep_batched}");
     assert!(

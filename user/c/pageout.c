@@ -8,8 +8,8 @@
  *
  * Maps `pages` (default 256: 1 MiB) of shared anonymous memory, fills it
  * with 0x88 and keeps the process on CPUs 0-3 with helper threads: `sleep`
- * has four helpers pinned to CPUs 0-3 that only sleep, `busy` three that
- * spin on CPUs 1-3; the main thread runs on CPU 0. Then it loops: read one
+ * has four helpers pinned to CPUs 0-3 that sleep until the end, `busy`
+ * three that spin on CPUs 1-3; the main thread runs on CPU 0. Then it loops: read one
  * byte of every page (a swap-in each, checked against 0x88) and
  * madvise(MADV_PAGEOUT) the whole region. One loop runs before measuring
  * (the first fill of swap); `loops` more are timed.
@@ -42,8 +42,16 @@
 #define CPUS 4
 
 /* The helpers' shared state: how many are pinned and running, how many
- * could not pin, and when to stop. */
+ * could not pin, and when to stop. Sleeping helpers wait for `stop` on a
+ * condition variable (a futex underneath), so they stay asleep for the
+ * whole measurement: none wakes between loops to catch a flush. */
 static atomic_int pinned, unpinned, stop;
+static pthread_mutex_t stop_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stop_signal = PTHREAD_COND_INITIALIZER;
+
+/* After every helper reached its CPU, how long the main thread waits for
+ * the sleeping ones to be asleep (as the Rust helpers' SETTLE_NS). */
+#define SETTLE_NS 20000000l
 
 struct helper {
 	pthread_t thread;
@@ -59,14 +67,25 @@ static void *helper(void *argument)
 		return NULL;
 	}
 	atomic_fetch_add(&pinned, 1);
-	/* As the Rust helpers (user::helpers): a nap of 250 ms, so that a
-	 * sleeping helper's CPU is idle nearly all the time. */
-	struct timespec nap = { .tv_sec = 0, .tv_nsec = 250000000 };
-	while (!atomic_load(&stop)) {
-		if (!self->busy)
-			nanosleep(&nap, NULL);
+	if (self->busy) {
+		while (!atomic_load(&stop))
+			;
+		return NULL;
 	}
+	pthread_mutex_lock(&stop_lock);
+	while (!atomic_load(&stop))
+		pthread_cond_wait(&stop_signal, &stop_lock);
+	pthread_mutex_unlock(&stop_lock);
 	return NULL;
+}
+
+/* Tells every helper to stop, waking the sleeping ones. */
+static void stop_helpers(void)
+{
+	pthread_mutex_lock(&stop_lock);
+	atomic_store(&stop, 1);
+	pthread_cond_broadcast(&stop_signal);
+	pthread_mutex_unlock(&stop_lock);
 }
 
 /* Reads one byte of every page; -1 if one came back changed. */
@@ -161,6 +180,8 @@ int main(int argc, char **argv)
 		       first, CPUS - 1);
 		return 1;
 	}
+	struct timespec settle = { .tv_sec = 0, .tv_nsec = SETTLE_NS };
+	nanosleep(&settle, NULL);
 
 	/* The first loop fills swap; the measured ones find it warm. */
 	if (touch(region, pages) != 0 || madvise(region, len, MADV_PAGEOUT) != 0) {
@@ -182,7 +203,7 @@ int main(int argc, char **argv)
 	}
 	uint64_t took = now_ns() - started_ns;
 	read_counters(&after);
-	atomic_store(&stop, 1);
+	stop_helpers();
 	for (int index = 0; index < started; index++)
 		pthread_join(helpers[index].thread, NULL);
 	if (touch(region, pages) != 0) {

@@ -12,7 +12,10 @@
 //! - [`Activity::Sleep`]: their CPUs go idle in *lazy TLB* mode, which the
 //!   kernel (like Linux on x86) skips for ordinary flushes; only a flush
 //!   that frees page tables reaches them. This is what the reclaim seed's
-//!   benchmark does, and why it shows few IPIs on such a kernel.
+//!   benchmark does, and why it shows few IPIs on such a kernel. They
+//!   sleep on a futex until they are stopped, not in naps: a helper that
+//!   woke between naps would be awake for a flush now and then, and what
+//!   the workload counts would depend on the timing.
 //!
 //! Helpers are pinned one per CPU; one whose CPU is offline runs wherever
 //! the scheduler puts it (a demo on fewer CPUs still runs), which
@@ -20,7 +23,7 @@
 
 use core::{
     ops::Range,
-    sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering},
 };
 
 use abi::Errno;
@@ -43,9 +46,6 @@ pub fn online_cpus() -> u64 {
     count
 }
 
-/// How long a sleeping helper naps before it checks whether to stop.
-const NAP_NS: u64 = 250_000_000;
-
 /// How long [`Helpers::start`] waits after every helper reached its CPU, so
 /// that the CPUs have settled into what the helpers do.
 const SETTLE_NS: u64 = 20_000_000;
@@ -57,7 +57,7 @@ pub enum Activity {
     /// must stay mapped and readable until the helpers stop), so the CPU
     /// also caches that page's translation.
     Spin { reading: Option<u64> },
-    /// Sleep, waking briefly every 250 ms.
+    /// Sleep until stopped.
     Sleep,
 }
 
@@ -70,7 +70,8 @@ pub struct Helpers {
 }
 
 static RUNNING: AtomicBool = AtomicBool::new(false);
-static STOP: AtomicBool = AtomicBool::new(false);
+/// 1 once the helpers are to stop; sleeping helpers wait on it as a futex.
+static STOP: AtomicU32 = AtomicU32::new(0);
 static ARRIVED: AtomicUsize = AtomicUsize::new(0);
 static MISPLACED: AtomicBool = AtomicBool::new(false);
 /// What spinning helpers read, summed, so the reads cannot be optimised out.
@@ -79,7 +80,7 @@ static SPINS: AtomicU64 = AtomicU64::new(0);
 fn work(activity: Activity) {
     match activity {
         Activity::Spin { reading } => {
-            while !STOP.load(Ordering::Relaxed) {
+            while STOP.load(Ordering::Relaxed) == 0 {
                 let value = match reading {
                     // SAFETY: the caller of `start` keeps `address` mapped
                     // and readable until the helpers stop.
@@ -90,8 +91,8 @@ fn work(activity: Activity) {
             }
         }
         Activity::Sleep => {
-            while !STOP.load(Ordering::Relaxed) {
-                let _ = sys::sleep(NAP_NS);
+            while STOP.load(Ordering::Relaxed) == 0 {
+                let _ = sys::futex_wait(&STOP, 0);
             }
         }
     }
@@ -108,7 +109,7 @@ impl Helpers {
         if RUNNING.swap(true, Ordering::Acquire) {
             return Err(Errno::Again);
         }
-        STOP.store(false, Ordering::Relaxed);
+        STOP.store(0, Ordering::Relaxed);
         ARRIVED.store(0, Ordering::Relaxed);
         MISPLACED.store(false, Ordering::Relaxed);
         // From here on, dropping `helpers` stops whatever was started.
@@ -149,7 +150,8 @@ impl Helpers {
 
 impl Drop for Helpers {
     fn drop(&mut self) {
-        STOP.store(true, Ordering::Relaxed);
+        STOP.store(1, Ordering::Relaxed);
+        let _ = sys::futex_wake(&STOP, i32::MAX as u32);
         for handle in self.handles.iter_mut().filter_map(Option::take) {
             let _ = handle.join();
         }
