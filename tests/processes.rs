@@ -110,7 +110,7 @@ fn every_system_call_succeeds_when_used_right() {
     let run = exec(4, "syscalls");
     assert!(!run.printed("FAIL "), "{}", run.describe());
     assert!(
-        run.printed("syscalls: 25 cases, 0 failed"),
+        run.printed("syscalls: 26 cases, 0 failed"),
         "{}",
         run.describe()
     );
@@ -120,15 +120,16 @@ fn every_system_call_succeeds_when_used_right() {
 /// A C program written for Linux, built static with musl and with glibc,
 /// runs unmodified: each C library starts (entry stack, auxiliary vector,
 /// TLS through `arch_prctl`, its heap), its pthreads keep their own TLS and
-/// join (the clear-tid futex wake), and a bad pointer and an unknown call
-/// come back as `EFAULT` and `ENOSYS`.
+/// join (the clear-tid futex wake), a condition variable's broadcast wakes
+/// every waiter (musl's needs `FUTEX_REQUEUE`), and a bad pointer and an
+/// unknown call come back as `EFAULT` and `ENOSYS`.
 #[test]
 fn static_c_programs_run_unmodified() {
     for program in ["libc_smoke-musl", "libc_smoke-glibc"] {
         let run = exec(4, program);
         assert!(!run.printed("FAIL "), "{program}:\n{}", run.describe());
         assert!(
-            run.printed("libc_smoke: 6 checks, 0 failed"),
+            run.printed("libc_smoke: 7 checks, 0 failed"),
             "{program}:\n{}",
             run.describe()
         );
@@ -152,7 +153,7 @@ fn unknown_system_calls_are_named_when_asked() {
         run.describe()
     );
     assert!(
-        run.printed("libc_smoke: 6 checks, 0 failed"),
+        run.printed("libc_smoke: 7 checks, 0 failed"),
         "{}",
         run.describe()
     );

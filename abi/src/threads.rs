@@ -66,6 +66,13 @@ pub mod futex {
     pub const WAIT: u64 = 0;
     /// Wake at most `value` sleepers at `addr`; returns how many woke.
     pub const WAKE: u64 = 1;
+    /// Wake at most `value` sleepers at `addr` and move at most `timeout`
+    /// (a count here, not a pointer) of the rest to sleep at `addr2`;
+    /// returns how many were woken or moved.
+    pub const REQUEUE: u64 = 3;
+    /// [`REQUEUE`] if the word at `addr` still holds `value3`, else
+    /// `EAGAIN`.
+    pub const CMP_REQUEUE: u64 = 4;
     /// [`WAIT`] with an absolute timeout and a bitset (`value3`) that a
     /// [`WAKE_BITSET`] must share to wake it.
     pub const WAIT_BITSET: u64 = 9;

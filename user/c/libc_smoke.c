@@ -4,7 +4,8 @@
  * library's own start-up (the ELF entry stack and auxiliary vector, TLS
  * set up with arch_prctl, brk or mmap for malloc), pthreads (clone with
  * CLONE_SETTLS and CLONE_CHILD_CLEARTID, futexes, the clear-tid wake that
- * pthread_join sleeps on), and two system calls made wrong on purpose.
+ * pthread_join sleeps on), a condition variable's broadcast, and two
+ * system calls made wrong on purpose.
  *
  * Prints one line per check, "PASS name" or "FAIL name: what", then
  * "libc_smoke: N checks, F failed", and exits with F.
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define THREADS 4
@@ -48,6 +50,51 @@ static void *worker(void *argument)
 	return (void *)(thread_value == 100 + index ? thread_value * 2 : -1);
 }
 
+/* A gate the workers wait at until the main thread opens it for all of
+ * them with one broadcast. musl wakes the first waiter and has each woken
+ * one hand the next to the mutex's futex (FUTEX_REQUEUE); a kernel
+ * without requeue leaves all but one asleep. */
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_opened = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t gate_reached = PTHREAD_COND_INITIALIZER;
+static int gate_open, waiting_at_gate;
+
+static void *wait_at_gate(void *unused)
+{
+	(void)unused;
+	pthread_mutex_lock(&gate_lock);
+	waiting_at_gate++;
+	pthread_cond_signal(&gate_reached);
+	while (!gate_open)
+		pthread_cond_wait(&gate_opened, &gate_lock);
+	pthread_mutex_unlock(&gate_lock);
+	return NULL;
+}
+
+/* How many of THREADS gate waiters the broadcast let through within 10 s. */
+static int open_gate(void)
+{
+	pthread_t threads[THREADS];
+	int started = 0, through = 0;
+	while (started < THREADS &&
+	       pthread_create(&threads[started], NULL, wait_at_gate, NULL) == 0)
+		started++;
+	pthread_mutex_lock(&gate_lock);
+	/* Once every worker is counted and the lock is back here, each of
+	 * them sleeps in pthread_cond_wait. */
+	while (waiting_at_gate < started)
+		pthread_cond_wait(&gate_reached, &gate_lock);
+	gate_open = 1;
+	pthread_cond_broadcast(&gate_opened);
+	pthread_mutex_unlock(&gate_lock);
+	struct timespec deadline;
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += 10;
+	for (int i = 0; i < started; i++)
+		through += pthread_timedjoin_np(threads[i], NULL, &deadline) == 0;
+	return through;
+}
+
 int main(int argc, char **argv)
 {
 	pthread_t threads[THREADS];
@@ -69,6 +116,9 @@ int main(int argc, char **argv)
 	check(joined == THREADS, "pthreads",
 	      "a thread did not return its own thread-local value");
 	check(thread_value == 7, "tls", "the main thread's TLS changed");
+
+	check(open_gate() == THREADS, "condvar_broadcast",
+	      "a broadcast left waiters asleep for 10 s");
 
 	size_t size = 1 << 20;
 	unsigned char *memory = malloc(size);

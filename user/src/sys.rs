@@ -88,6 +88,31 @@ pub fn futex_wake(word: &AtomicU32, count: u32) -> Result<u64, Errno> {
     })
 }
 
+/// `futex(FUTEX_CMP_REQUEUE)`: if `word` still holds `expected`, wakes at
+/// most `wakes` threads sleeping on it and moves at most `moves` of the
+/// others to sleep on `to`; returns how many were woken or moved.
+pub fn futex_cmp_requeue(
+    word: &AtomicU32,
+    wakes: u32,
+    moves: u32,
+    to: &AtomicU32,
+    expected: u32,
+) -> Result<u64, Errno> {
+    // SAFETY: the kernel only reads `word`, which the reference keeps alive
+    // for the call; `to` is only a key.
+    result(unsafe {
+        syscall6(
+            Syscall::Futex as u64,
+            word.as_ptr() as u64,
+            abi::futex::CMP_REQUEUE | abi::futex::PRIVATE,
+            u64::from(wakes),
+            u64::from(moves),
+            to.as_ptr() as u64,
+            u64::from(expected),
+        )
+    })
+}
+
 /// Ends the calling thread (`exit`); the last thread's `value` is the
 /// process's exit code.
 pub fn thread_exit(value: u64) -> ! {

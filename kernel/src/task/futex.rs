@@ -19,12 +19,20 @@
 //! "woken" means: a waiter that finds itself off its queue returns 0, and
 //! one still on it after its sleep timed out, or was killed.
 //!
+//! A requeue (`FUTEX_REQUEUE`, `FUTEX_CMP_REQUEUE`) moves sleepers from one
+//! word to another without waking them: a condition variable's broadcast
+//! hands its waiters to the mutex's word one at a time, so they do not all
+//! wake to fight for the mutex (musl's condition variables depend on it).
+//! A waiter therefore does not know for sure which word it sleeps on; it
+//! reads that from its queue entry, which a requeue changes under the
+//! locks of both queues.
+//!
 //! Every futex is keyed by the process and the address, `FUTEX_PRIVATE` or
 //! not: a word in a `MAP_SHARED` region that two processes wait on through
 //! their own addresses is not one futex here (Linux keys those by the page).
 
 use alloc::{sync::Arc, vec::Vec};
-use core::sync::atomic::{Ordering, fence};
+use core::sync::atomic::{AtomicU64, Ordering, fence};
 
 use abi::Errno;
 use spin::Mutex;
@@ -38,7 +46,9 @@ const BUCKETS: usize = 64;
 
 struct Waiter {
     pid: u64,
-    address: u64,
+    /// The word this waiter sleeps on, shared with the sleeping thread: a
+    /// requeue changes it, holding the locks of the old and the new queue.
+    address: Arc<AtomicU64>,
     /// A `WAKE_BITSET` wakes this waiter only if its bitset shares a bit.
     bitset: u32,
     thread: Arc<Thread>,
@@ -51,15 +61,43 @@ fn queue(pid: u64, address: u64) -> &'static Mutex<Vec<Waiter>> {
     &QUEUES[(hash >> 58) as usize % BUCKETS]
 }
 
-/// Reads the futex word, which must be a 4-byte aligned `u32` of the
-/// process's memory.
-fn read_word(process: &Process, address: u64) -> Result<u32, Errno> {
+/// Refuses a futex word that is not a 4-byte aligned `u32` of user space
+/// (as Linux does even for a wake, which reads no memory).
+pub fn check_word(address: u64) -> Result<(), Errno> {
     if !address.is_multiple_of(4) {
         return Err(Errno::Inval);
     }
+    if address >= abi::USER_END {
+        return Err(Errno::Fault);
+    }
+    Ok(())
+}
+
+/// Reads the futex word, which must be a 4-byte aligned `u32` of the
+/// process's memory.
+fn read_word(process: &Process, address: u64) -> Result<u32, Errno> {
+    check_word(address)?;
     let bytes = process.space.copy_in(address, 4)?;
     let bytes: [u8; 4] = bytes[..].try_into().map_err(|_| Errno::Fault)?;
     Ok(u32::from_le_bytes(bytes))
+}
+
+/// Runs `f` on the queue of the word in `address` (a waiter's own entry)
+/// with its lock held and interrupts off. The word is read again under the
+/// lock: a requeue changes it only under this lock too, so if it still
+/// names this queue's word, this is the queue the waiter is in (or was
+/// taken off).
+fn with_queue_of<R>(pid: u64, address: &AtomicU64, f: impl FnOnce(&mut Vec<Waiter>) -> R) -> R {
+    without_interrupts(|| {
+        let mut queue = loop {
+            let word = address.load(Ordering::Relaxed);
+            let queue = queue(pid, word).lock();
+            if address.load(Ordering::Relaxed) == word {
+                break queue;
+            }
+        };
+        f(&mut queue)
+    })
 }
 
 /// Takes `me` off the queue if it is still on it; whether it was.
@@ -84,26 +122,26 @@ pub fn wait(
     if bitset == 0 {
         return Err(Errno::Inval);
     }
-    let queue = queue(process.pid, address);
+    let word = Arc::new(AtomicU64::new(address));
     without_interrupts(|| {
-        queue.lock().push(Waiter {
+        queue(process.pid, address).lock().push(Waiter {
             pid: process.pid,
-            address,
+            address: Arc::clone(&word),
             bitset,
             thread: Arc::clone(me),
         });
     });
+    let pid = process.pid;
     // The queueing above must be visible before the word is read (see the
     // module docs): a store followed by a load needs a full fence.
     fence(Ordering::SeqCst);
     let value = read_word(process, address);
     if value != Ok(expected) {
-        without_interrupts(|| dequeue(&mut queue.lock(), me));
+        with_queue_of(pid, &word, |queue| dequeue(queue, me));
         return Err(value.err().unwrap_or(Errno::Again));
     }
     loop {
-        let still_queued = without_interrupts(|| {
-            let queue = queue.lock();
+        let still_queued = with_queue_of(pid, &word, |queue| {
             let queued = queue.iter().any(|waiter| waiter.thread.tid == me.tid);
             if queued {
                 // Under the lock every waker takes: a wake cannot slip in
@@ -119,7 +157,7 @@ pub fn wait(
         let timed_out = deadline.is_some_and(|deadline| time::now_ns() >= deadline);
         if !alive || timed_out {
             // A wake may have come meanwhile: it wins if it took us off.
-            if !without_interrupts(|| dequeue(&mut queue.lock(), me)) {
+            if !with_queue_of(pid, &word, |queue| dequeue(queue, me)) {
                 return Ok(0);
             }
             return Err(if alive { Errno::TimedOut } else { Errno::Intr });
@@ -138,7 +176,7 @@ pub fn wake(pid: u64, address: u64, count: u64, bitset: u32) -> Result<u64, Errn
         let mut woken = Vec::new();
         queue.retain(|waiter| {
             let wanted = waiter.pid == pid
-                && waiter.address == address
+                && waiter.address.load(Ordering::Relaxed) == address
                 && waiter.bitset & bitset != 0
                 && (woken.len() as u64) < count;
             if wanted {
@@ -152,4 +190,107 @@ pub fn wake(pid: u64, address: u64, count: u64, bitset: u32) -> Result<u64, Errn
         sched::wake(thread);
     }
     Ok(woken.len() as u64)
+}
+
+/// `FUTEX_REQUEUE` and `FUTEX_CMP_REQUEUE`: wakes at most `wake_count`
+/// sleepers on the word at `from`, oldest first, and moves at most
+/// `move_count` of the others to sleep on the word at `to` (behind the
+/// sleepers already there), where a wake of `to` finds them. Returns how
+/// many were woken or moved, as Linux does.
+///
+/// With `expected` (the `CMP_` form) the word at `from` must hold it, or
+/// nothing happens and the answer is `Again`. Linux compares under its
+/// queue locks; here the word is read before they are taken (reading user
+/// memory may block), so a thread that changes the word at that moment
+/// may see its waiters moved where Linux would have refused. They still
+/// wake with the next wake of `to`.
+pub fn requeue(
+    process: &Process,
+    from: u64,
+    to: u64,
+    wake_count: u64,
+    move_count: u64,
+    expected: Option<u32>,
+) -> Result<u64, Errno> {
+    check_word(from)?;
+    check_word(to)?;
+    if let Some(expected) = expected
+        && read_word(process, from)? != expected
+    {
+        return Err(Errno::Again);
+    }
+    let pid = process.pid;
+    let (source, target) = (queue(pid, from), queue(pid, to));
+    let (woken, moved) = without_interrupts(|| {
+        if core::ptr::eq(source, target) {
+            return take_sleepers(
+                &mut source.lock(),
+                None,
+                pid,
+                from,
+                to,
+                wake_count,
+                move_count,
+            );
+        }
+        // Two queues are always locked in the order of their place in
+        // QUEUES: two requeues in opposite directions cannot deadlock.
+        let (mut source, mut target) = if core::ptr::from_ref(source) < core::ptr::from_ref(target)
+        {
+            let source = source.lock();
+            (source, target.lock())
+        } else {
+            let target = target.lock();
+            (source.lock(), target)
+        };
+        take_sleepers(
+            &mut source,
+            Some(&mut target),
+            pid,
+            from,
+            to,
+            wake_count,
+            move_count,
+        )
+    });
+    for thread in &woken {
+        sched::wake(thread);
+    }
+    Ok(woken.len() as u64 + moved)
+}
+
+/// The locked half of [`requeue`]: takes the woken sleepers of `from` off
+/// `source` and hands back their threads, and moves the next ones to
+/// `to`, into `target`, or, where both words share one queue (`None`),
+/// leaves them where they are under their new word. Returns the woken
+/// threads and how many moved.
+fn take_sleepers(
+    source: &mut Vec<Waiter>,
+    mut target: Option<&mut Vec<Waiter>>,
+    pid: u64,
+    from: u64,
+    to: u64,
+    wake_count: u64,
+    move_count: u64,
+) -> (Vec<Arc<Thread>>, u64) {
+    let mut woken = Vec::new();
+    let mut moved = 0;
+    let mut index = 0;
+    while let Some(waiter) = source.get(index) {
+        if waiter.pid != pid || waiter.address.load(Ordering::Relaxed) != from {
+            index += 1;
+        } else if (woken.len() as u64) < wake_count {
+            woken.push(source.remove(index).thread);
+        } else if moved < move_count {
+            waiter.address.store(to, Ordering::Relaxed);
+            moved += 1;
+            match target.as_deref_mut() {
+                Some(target) => target.push(source.remove(index)),
+                None => index += 1,
+            }
+        } else {
+            break;
+        }
+    }
+    (woken, moved)
 }

@@ -208,6 +208,20 @@ const CASES: &[Case] = &[
             )
         }
     }),
+    case("futex/requeue-negative-count", Errno::Inval, |f| {
+        let moves = u64::from(u32::MAX);
+        call_requeue(f.read_write, futex::REQUEUE, 1, moves, f.read_write, 0)
+    }),
+    case("futex/requeue-misaligned-target", Errno::Inval, |f| {
+        call_requeue(f.read_write, futex::REQUEUE, 1, 1, f.read_write + 2, 0)
+    }),
+    case("futex/requeue-kernel-target", Errno::Fault, |f| {
+        call_requeue(f.read_write, futex::REQUEUE, 1, 1, KERNEL, 0)
+    }),
+    case("futex/cmp-requeue-value-differs", Errno::Again, |f| {
+        // The fixture's first word holds 1.
+        call_requeue(f.read_write, futex::CMP_REQUEUE, 1, 1, f.read_only, 2)
+    }),
     case("futex/unknown-op", Errno::NoSys, |f| {
         call4(Syscall::Futex, f.read_write, 99, 0, 0)
     }),
@@ -661,6 +675,13 @@ fn call4(syscall: Syscall, a0: u64, a1: u64, a2: u64, a3: u64) -> i64 {
 fn call_clone(flags: u64, parent_tid: u64, tls: u64) -> i64 {
     // SAFETY: see the comment above.
     unsafe { syscall6(Syscall::Clone as u64, flags, 0, parent_tid, 0, tls, 0) }
+}
+
+/// `futex(from, op, wakes, moves, to, value3)`, a requeue: nothing sleeps
+/// on the fixture's words, so even an accepted call moves nobody.
+fn call_requeue(from: u64, op: u64, wakes: u64, moves: u64, to: u64, value3: u64) -> i64 {
+    // SAFETY: see the comment above.
+    unsafe { syscall6(Syscall::Futex as u64, from, op, wakes, moves, to, value3) }
 }
 
 /// `mmap` as for an anonymous mapping: no file descriptor, offset 0.

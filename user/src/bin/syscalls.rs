@@ -45,6 +45,7 @@ const CASES: &[Case] = &[
     ("fs_base_per_thread", fs_base_per_thread),
     ("sse_registers_per_thread", sse_registers_per_thread),
     ("futex_wait_wake", futex_wait_wake),
+    ("futex_requeue", futex_requeue),
     ("brk", brk),
     ("uname", uname),
     ("getrandom", getrandom),
@@ -350,6 +351,50 @@ fn futex_wait_wake() -> Outcome {
         handle.join() == Ok(7),
         "the sleeper did not see the new value",
     )
+}
+
+/// Two threads sleep on one word; `CMP_REQUEUE` moves them to another
+/// without waking them, so that a wake of the first word finds nobody and
+/// wakes of the second find both.
+fn futex_requeue() -> Outcome {
+    static GATE: AtomicU32 = AtomicU32::new(0);
+    static OTHER: AtomicU32 = AtomicU32::new(0);
+    const SLEEPERS: u64 = 2;
+    let sleeper = || {
+        while GATE.load(Ordering::Acquire) == 0 {
+            let _ = sys::futex_wait(&GATE, 0);
+        }
+        1
+    };
+    let spawn = || thread::spawn(sleeper).map_err(|_| "thread spawn failed");
+    let handles = [spawn()?, spawn()?];
+    // A sleeper is moved only once it sleeps; a moved one stays on OTHER
+    // until woken there. So moving until both have moved cannot count
+    // one twice, however late a sleeper falls asleep.
+    let mut moved = 0;
+    for _ in 0..5_000 {
+        moved += sys::futex_cmp_requeue(&GATE, 0, 2, &OTHER, 0)
+            .map_err(|_| "a requeue of a word that holds its value failed")?;
+        if moved >= SLEEPERS {
+            break;
+        }
+        sys::sleep(1_000_000).map_err(|_| "sleep failed")?;
+    }
+    check(moved == SLEEPERS, "the requeues did not move both sleepers")?;
+    let left = sys::futex_wake(&GATE, u32::MAX).map_err(|_| "futex wake failed")?;
+    check(left == 0, "a moved sleeper still woke from the first word")?;
+    GATE.store(1, Ordering::Release);
+    let first = sys::futex_wake(&OTHER, 1).map_err(|_| "futex wake failed")?;
+    let second = sys::futex_wake(&OTHER, i32::MAX as u32).map_err(|_| "futex wake failed")?;
+    check(
+        first == 1 && second == 1,
+        "the second word did not wake each sleeper once",
+    )?;
+    let mut joined = 0;
+    for handle in handles {
+        joined += u64::from(handle.join() == Ok(1));
+    }
+    check(joined == SLEEPERS, "a moved sleeper did not finish")
 }
 
 /// `brk`: the heap after the image grows (zeroed, writable) and shrinks;

@@ -156,7 +156,7 @@ pub fn dispatch(frame: &mut TrapFrame) {
 /// Runs every call but the four `dispatch` handles itself.
 fn handle(
     call: Syscall,
-    [a0, a1, a2, a3, _, a5]: [u64; 6],
+    [a0, a1, a2, a3, a4, a5]: [u64; 6],
     me: &Arc<Thread>,
     process: &Arc<Process>,
 ) -> SyscallResult {
@@ -180,7 +180,7 @@ fn handle(
         }
         Syscall::GetPid => Ok(process.pid),
         Syscall::GetTid => Ok(me.tid),
-        Syscall::Futex => threads::futex(me, process, a0, a1, a2, a3, a5),
+        Syscall::Futex => threads::futex(me, process, [a0, a1, a2, a3, a4, a5]),
         Syscall::SetTidAddress => {
             me.clear_child_tid.store(a0, Ordering::Relaxed);
             Ok(me.tid)

@@ -79,17 +79,14 @@ pub(super) fn clone(
         .map(|child| child.pid)
 }
 
-/// `futex(address, op, value, timeout, address2, value3)`: the four
-/// operations of [`abi::futex`]. A `WAIT`'s timeout is relative, a
-/// `WAIT_BITSET`'s absolute on the clock (which counts from boot).
+/// `futex(address, op, value, timeout, address2, value3)`: the operations
+/// of [`abi::futex`]. A `WAIT`'s timeout is relative, a `WAIT_BITSET`'s
+/// absolute on the clock (which counts from boot); the requeues take their
+/// second count where the others take a timeout.
 pub(super) fn futex(
     me: &Arc<Thread>,
     process: &Process,
-    address: u64,
-    operation: u64,
-    value: u64,
-    timeout: u64,
-    value3: u64,
+    [address, operation, value, timeout, address2, value3]: [u64; 6],
 ) -> SyscallResult {
     let command = operation & !(op::PRIVATE | op::CLOCK_REALTIME);
     let deadline = |absolute: bool| -> Result<Option<u64>, Errno> {
@@ -127,22 +124,30 @@ pub(super) fn futex(
             deadline(true)?,
         ),
         op::WAKE | op::WAKE_BITSET => {
-            // A wake reads no memory; like Linux it still refuses a word
-            // outside user space.
-            if !address.is_multiple_of(4) {
-                return Err(Errno::Inval);
-            }
-            if address >= abi::USER_END {
-                return Err(Errno::Fault);
-            }
+            futex::check_word(address)?;
             let bitset = if command == op::WAKE {
                 op::BITSET_MATCH_ANY
             } else {
                 value3 as u32
             };
-            // A negative count wakes everyone, as on Linux.
-            let count = if count < 0 { u64::MAX } else { count as u64 };
-            futex::wake(process.pid, address, count, bitset)
+            // Linux counts a sleeper before it compares with the count, so
+            // a count of 0 or below still wakes one.
+            futex::wake(process.pid, address, count.max(1) as u64, bitset)
+        }
+        op::REQUEUE | op::CMP_REQUEUE => {
+            let moves = timeout as u32 as i32;
+            if count < 0 || moves < 0 {
+                return Err(Errno::Inval);
+            }
+            let expected = (command == op::CMP_REQUEUE).then_some(value3 as u32);
+            futex::requeue(
+                process,
+                address,
+                address2,
+                count as u64,
+                moves as u64,
+                expected,
+            )
         }
         _ => Err(Errno::NoSys),
     }
