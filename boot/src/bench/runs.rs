@@ -6,13 +6,24 @@
 //! passed. Anything else stops the benchmark with the run's last serial
 //! lines: a failed run is a finding (a bug, a broken check), never a
 //! number to average away.
+//!
+//! One failure is not the run's: Linux 6.17 under TCG panics now and then
+//! while it boots (an `int3` oops, seen once in a few dozen boots), before
+//! the project's init has started and so before the run's program could
+//! have done anything. Such a boot is said on stderr and booted again, at
+//! most [`LINUX_BOOT_RETRIES`] times; every other failure still stops the
+//! benchmark.
 
 use std::time::{Duration, Instant};
 
 use kernel::profile::Profile;
 
 use super::plan::{Plan, Sample, Source, Step};
-use crate::machine::{self, Guest, Outcome};
+use crate::machine::{self, Guest, Outcome, Run};
+
+/// How many times one Linux run is booted again after Linux panicked
+/// before its init started.
+const LINUX_BOOT_RETRIES: u32 = 2;
 
 /// The `key=value` words of the first line that starts with `prefix`.
 pub fn fields<'a>(serial: &'a [String], prefix: &str) -> Option<Vec<(&'a str, &'a str)>> {
@@ -121,12 +132,44 @@ fn duration(duration: Duration) -> String {
     }
 }
 
+/// Boots `config` with `boot`, and again while Linux panics before its
+/// init starts, at most [`LINUX_BOOT_RETRIES`] times; `retried` counts the
+/// boots made again.
+fn boot_past_linux_panics(
+    config: &machine::Config,
+    retried: &mut u32,
+    mut boot: impl FnMut(&machine::Config) -> Result<Run, String>,
+) -> Result<Run, String> {
+    let mut again = 0;
+    loop {
+        let run = boot(config)?;
+        let panic = match (&config.guest, &run.outcome) {
+            (Guest::Linux { .. }, Outcome::UnexpectedExit(Some(0))) => {
+                machine::linux_panic_before_init(&run.serial)
+            }
+            _ => None,
+        };
+        match panic {
+            Some(line) if again < LINUX_BOOT_RETRIES => {
+                again += 1;
+                *retried += 1;
+                eprintln!(
+                    "bench: Linux panicked while booting, before its init started ('{}'): booting it again ({again} of {LINUX_BOOT_RETRIES})",
+                    line.trim()
+                );
+            }
+            _ => return Ok(run),
+        }
+    }
+}
+
 /// Boots every run of `plan` in order and returns their samples; stops at
 /// the first run that fails, with a description of it.
 pub fn run_all(plan: &Plan) -> Result<Vec<Sample>, String> {
     let steps = plan.steps();
     let started = Instant::now();
     let mut samples = Vec::with_capacity(steps.len());
+    let mut retried = 0;
     for (done, &step) in steps.iter().enumerate() {
         let left = if done == 0 {
             String::new()
@@ -153,7 +196,9 @@ pub fn run_all(plan: &Plan) -> Result<Vec<Sample>, String> {
             guest: config.guest.clone(),
             ..plan.machine.config()
         };
-        let run = machine::run(&run_config).map_err(|error| error.to_string())?;
+        let run = boot_past_linux_panics(&run_config, &mut retried, |config| {
+            machine::run(config).map_err(|error| error.to_string())
+        })?;
         let sample = match run.outcome {
             Outcome::Success => parse(plan, step, &run.serial),
             _ => Err(String::from("the run did not succeed")),
@@ -169,8 +214,13 @@ pub fn run_all(plan: &Plan) -> Result<Vec<Sample>, String> {
         })?;
         samples.push(sample);
     }
+    let retries = match retried {
+        0 => String::new(),
+        1 => String::from(" (1 Linux boot panicked and was booted again)"),
+        n => format!(" ({n} Linux boots panicked and were booted again)"),
+    };
     eprintln!(
-        "bench: {} runs in {}",
+        "bench: {} runs in {}{retries}",
         steps.len(),
         duration(started.elapsed())
     );
@@ -256,6 +306,71 @@ mod tests {
         let bad = parse(&plan, STEP, &with_line).unwrap_err();
         assert!(bad.contains("unreadable 'profile:' line"), "{bad}");
         assert!(!profiled("profile=off exec=x") && profiled("profile=2000"));
+    }
+
+    /// A run that ended as `outcome` after printing `serial`.
+    fn ended(outcome: Outcome, serial: &[&str]) -> Run {
+        Run {
+            outcome,
+            serial: lines(serial),
+            kernel_entry: None,
+            elapsed: Duration::ZERO,
+            diagnostics: machine::Diagnostics::Qemu {
+                stderr: String::new(),
+            },
+        }
+    }
+
+    /// Linux panicking before its init is booted again, twice at most; a
+    /// panic after the init started, or any failure of this kernel, is
+    /// the run's result.
+    #[test]
+    fn only_a_linux_panic_before_the_init_is_booted_again() {
+        let panic = "Kernel panic - not syncing: Fatal exception in interrupt";
+        let linux = machine::Config {
+            guest: Guest::Linux {
+                kernel: "vmlinuz".into(),
+                initramfs: "initramfs.cpio".into(),
+            },
+            ..machine::Config::default()
+        };
+        let boot_sequence = |config: &machine::Config, runs: Vec<Run>| {
+            let mut runs = runs.into_iter();
+            let mut boots = 0;
+            let mut retried = 0;
+            let run = boot_past_linux_panics(config, &mut retried, |_| {
+                boots += 1;
+                Ok(runs.next().expect("no more runs than planned"))
+            })
+            .unwrap();
+            (run, boots, retried)
+        };
+        let failed_boot = || ended(Outcome::UnexpectedExit(Some(0)), &["Oops: int3", panic]);
+        let success = ended(
+            Outcome::Success,
+            &["linux-init: started", "linux-init: exited=0"],
+        );
+
+        let (run, boots, retried) = boot_sequence(&linux, vec![failed_boot(), success]);
+        assert_eq!((run.outcome, boots, retried), (Outcome::Success, 2, 1));
+
+        let (run, boots, retried) =
+            boot_sequence(&linux, vec![failed_boot(), failed_boot(), failed_boot()]);
+        assert_eq!(
+            (run.outcome, boots, retried),
+            (Outcome::UnexpectedExit(Some(0)), 3, 2)
+        );
+
+        let in_the_run = ended(
+            Outcome::UnexpectedExit(Some(0)),
+            &["linux-init: started", panic],
+        );
+        let (run, boots, _) = boot_sequence(&linux, vec![in_the_run]);
+        assert_eq!((run.outcome, boots), (Outcome::UnexpectedExit(Some(0)), 1));
+
+        let ours = machine::Config::default();
+        let (run, boots, _) = boot_sequence(&ours, vec![failed_boot()]);
+        assert_eq!((run.outcome, boots), (Outcome::UnexpectedExit(Some(0)), 1));
     }
 
     #[test]

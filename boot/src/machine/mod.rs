@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 
 pub use bochs::{Bochs, Refusal};
 pub use config::{Accelerator, Config, Echo, Emulator, Firmware, Guest};
-pub use qemu::{Qemu, QemuPathError};
+pub use qemu::{Qemu, QemuPathError, linux_panic_before_init};
 pub use run::{Diagnostics, Outcome, Run};
 
 /// Boots the kernel as `config` describes and waits for the run to end.

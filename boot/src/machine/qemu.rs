@@ -40,8 +40,15 @@ pub const PROGRAM: &str = "qemu-system-x86_64";
 /// Where Debian's `ovmf` package puts the firmware.
 pub const OVMF_PATHS: &[&str] = &["/usr/share/ovmf/OVMF.fd", "/usr/share/OVMF/OVMF_CODE.fd"];
 
+/// What the Linux guest's init prints first, once its console is set up.
+const LINUX_INIT_START: &str = "linux-init: started";
+
 /// What the Linux guest's init prints when the program it ran has ended.
 pub const LINUX_INIT_END: &str = "linux-init: exited=";
+
+/// What Linux prints when it panics (with `panic=-1` it then reboots, and
+/// `-no-reboot` makes QEMU exit with status 0).
+const LINUX_PANIC: &str = "Kernel panic - not syncing";
 
 /// Linux's part of the command line: the console on the serial port, no
 /// boot chatter, and no reboot after a panic (QEMU's `-no-reboot` then
@@ -154,6 +161,17 @@ fn linux_outcome(status: Option<i32>, serial: &[String]) -> Outcome {
         (Some(0), Some(false)) => Outcome::Failure,
         (other, _) => Outcome::UnexpectedExit(other),
     }
+}
+
+/// The line of Linux's panic, if Linux panicked before the project's init
+/// printed its first line: Linux's own boot failed, before anything of the
+/// run's program or of its init could have caused it.
+pub fn linux_panic_before_init(serial: &[String]) -> Option<&str> {
+    serial
+        .iter()
+        .take_while(|line| !line.starts_with(LINUX_INIT_START))
+        .find(|line| line.contains(LINUX_PANIC))
+        .map(String::as_str)
 }
 
 /// Boots `config` in `qemu` and waits for QEMU to exit or a limit to end
@@ -284,6 +302,20 @@ mod tests {
             linux_outcome(Some(1), &exited(0)),
             Outcome::UnexpectedExit(Some(1))
         );
+    }
+
+    /// Only a panic before the init's first line is Linux's own boot
+    /// failing; one after it may be the run's doing.
+    #[test]
+    fn a_panic_before_the_init_is_a_failed_boot() {
+        let serial = |text: &[&str]| text.iter().map(|line| line.to_string()).collect::<Vec<_>>();
+        let panic = "[    0.91] Kernel panic - not syncing: Fatal exception in interrupt";
+        let booted = serial(&["[    0.90] Oops: int3: 0000 [#1] SMP", panic]);
+        assert_eq!(linux_panic_before_init(&booted), Some(panic));
+        let in_the_run = serial(&["linux-init: started", panic]);
+        assert_eq!(linux_panic_before_init(&in_the_run), None);
+        let clean = serial(&["linux-init: started", "linux-init: exited=0"]);
+        assert_eq!(linux_panic_before_init(&clean), None);
     }
 
     #[test]

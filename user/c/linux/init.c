@@ -179,6 +179,7 @@ int main(void)
 		}
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	printf("linux-init: started\n");
 
 	char swap[32];
 	if (cmdline_value("bench.swap", swap, sizeof(swap)) == 0 && zram_swap(atol(swap)) != 0)
