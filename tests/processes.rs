@@ -336,7 +336,8 @@ fn the_c_cowrace_finds_no_stale_translation() {
 /// kernels, pages its region out and back in with this kernel's batched
 /// reclaim flush (one per `madvise(PAGEOUT)`): with busy helpers each one
 /// reaches the three other CPUs, with sleeping ones nobody (their CPUs are
-/// lazy). Every page must come back as it went out.
+/// lazy, or on the kernel's address space after a flush that freed page
+/// tables moved them there). Every page must come back as it went out.
 #[test]
 fn the_c_pageout_batches_its_reclaim_flush() {
     for (program, helpers, ipis) in [("pageout-musl", "busy", 3), ("pageout-glibc", "sleep", 0)] {

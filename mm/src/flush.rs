@@ -18,8 +18,14 @@
 //! ## Who is a target
 //! A CPU in the set is interrupted if it is SWITCHING (it may already have loaded CR3
 //! without seeing our bump), if it has the address space loaded and is not lazy, if this is
-//! a kernel or batch flush, or if the request carries the periodic *trim* flag (so CPUs that
-//! left can drop their bit). Lazy CPUs are skipped, because they catch up by generation when
+//! a kernel flush, if this is a batch flush and it has some user address space loaded, or if
+//! the request carries the periodic *trim* flag (so CPUs that left can drop their bit). A
+//! batch names no address space, so it cannot tell whether the loaded one is among its own,
+//! but a CPU on the kernel's address space (one a flush made leave its lazy address space,
+//! say) has none of them loaded and is skipped: it catches up by generation when it loads
+//! one, as a lazy CPU does. Linux interrupts it, and its handler returns at once; so did this
+//! kernel, until a helper of `pageout` that a flush had moved off its lazy address space
+//! was found costing one IPI per reclaim. Lazy CPUs are skipped, because they catch up by generation when
 //! they return, **unless** page tables are being freed (a lazy CPU can still walk the old
 //! tables speculatively) or the address space is in an ASID transition (a lazy CPU may sit on
 //! a dynamic ASID that the broadcast does not reach); then every CPU in the set is a target.
@@ -30,7 +36,7 @@
 //! this one. The handler runs with interrupts **off** (in the IPI, or locally through
 //! [`TlbHardware::without_interrupts`]): it updates the same per-CPU state as `switch_mm`.
 
-use crate::context::{AddressSpaceTlb, CTX_SWITCHING};
+use crate::context::{AddressSpaceTlb, CTX_KERNEL, CTX_NONE, CTX_SWITCHING};
 use crate::counters::{Counters, TraceEvent, TraceReason};
 use crate::faults::Fault;
 use crate::hardware::{BroadcastBackend, FlushRange, FlushRequest, FlushTarget, TlbHardware};
@@ -136,12 +142,16 @@ impl TlbSystem<'_> {
         if st.is_lazy.load(Ordering::Acquire) {
             return false;
         }
+        let switching = loaded == CTX_SWITCHING && !self.faults.has(Fault::SkipSwitchingCpus);
         match request.target {
-            FlushTarget::Kernel | FlushTarget::LoadedUser => true,
+            FlushTarget::Kernel => true,
+            // A CPU on the kernel's address space has no user one loaded: it catches up by
+            // generation when it loads one, as a lazy CPU does.
+            FlushTarget::LoadedUser => {
+                switching || !matches!(loaded, CTX_KERNEL | CTX_NONE | CTX_SWITCHING)
+            }
             FlushTarget::AddressSpace { mm, .. } => {
-                (loaded == CTX_SWITCHING && !self.faults.has(Fault::SkipSwitchingCpus))
-                    || loaded == mm.ctx_id
-                    || request.trim
+                switching || loaded == mm.ctx_id || request.trim
             }
         }
     }

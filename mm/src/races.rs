@@ -102,12 +102,16 @@
 //!
 //! ## 5. Batch add-pending versus batch flush
 //! Reclaim clears PTEs and calls `batch_add_pending` (bump the generation, **full fence**,
-//! collect the CPU set) and only later `batch_flush`, which skips lazy CPUs. A CPU that
-//! returns from lazy mode between the two must catch up by generation: the bump's fence in
-//! `batch_add_pending` pairs with the return path's fence. (A CPU switching in with its
-//! bit already set is always interrupted by a batch flush, whose target is "whatever user
-//! address space is loaded", so the lazy return is the race that matters.) Test:
-//! `batch_vs_return_is_safe`; rejected mutation: `BumpFenceAcqRel`.
+//! collect the CPU set) and only later `batch_flush`, which skips lazy CPUs and CPUs on the
+//! kernel's address space. A CPU that returns from lazy mode between the two must catch up
+//! by generation: the bump's fence in `batch_add_pending` pairs with the return path's
+//! fence. Test: `batch_vs_return_is_safe`; rejected mutation: `BumpFenceAcqRel`.
+//!
+//! A CPU that comes back from the kernel's address space is the same race with the
+//! SWITCHING marker in it, as in race 1: the batch flush reads `loaded` after its bump, so
+//! either it sees SWITCHING (or the address space) and interrupts the CPU, or the CPU reads
+//! the bumped generation. Test: `batch_vs_switch_in_is_safe`; rejected mutations:
+//! `SkipSwitchingCpus` (a batch that skips SWITCHING CPUs too), `SwitchFenceAcqRel`.
 //!
 //! ## 6. The IPI completion handshake
 //! A flush request returns only when every target has run its handler, because the
@@ -190,6 +194,7 @@
 //! | 3 transition vs switch | `transition_vs_switch_is_safe` | 2 | 322 | 0.1 s |
 //! | 4 lazy vs return | `lazy_vs_return_is_safe` | 3 | 120 | 0.02 s |
 //! | 5 batch vs return | `batch_vs_return_is_safe` | 3 | 120 | 0.04 s |
+//! | 5 batch vs switch-in | `batch_vs_switch_in_is_safe` | 3 | 461 | 0.05 s |
 //! | 6 IPI handshake | `handshake_is_safe` | 3 | 101 | 0.02 s |
 //! | 7 halting caller | `halt_vs_last_answer_is_safe` | 3 | 71 | 0.02 s |
 //! | 8 two discards | `two_discards_are_safe` | 3 | 4 259 | 0.7 s |
@@ -201,7 +206,8 @@
 //! `SwitchFenceAcqRel` 6, `BumpFenceAcqRel` 6, `GenerationReadBeforeCpuSet` 1,
 //! `SkipSwitchingCpus` 173; publication: `PublishGlobalAsidRelaxed` about 14 800 (6 s);
 //! transition: `TransitionIgnoresSwitching` 243; lazy: `SwitchFenceAcqRel` 6,
-//! `BumpFenceAcqRel` 6; batch: `BumpFenceAcqRel` 6; handshake: relaxed ack, relaxed wait
+//! `BumpFenceAcqRel` 6; batch: `BumpFenceAcqRel` 6; batch vs switch-in:
+//! `SkipSwitchingCpus` 173, `SwitchFenceAcqRel` 6; handshake: relaxed ack, relaxed wait
 //! and no wait all at the first; halting caller: either fence left out, at the first. Two
 //! discards: the loser that returns at once, at the first; kernel copy: no reference, no
 //! check, no fence, each at the first; prune under the shared lock, at the second; PAGEOUT

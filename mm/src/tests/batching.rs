@@ -101,3 +101,38 @@ fn batch_of_only_the_caller_flushes_locally() {
         [(1, Op::Local(InvpcidSingle { pcid: pcid_of(1) }))]
     );
 }
+
+/// A CPU on the kernel's address space (here it switched there; in the kernel, a flush
+/// that found it lazy moved it there) stays in the CPU set of the address space it left,
+/// but a batch does not interrupt it: it has no user address space loaded, and when it
+/// loads one it catches up by generation.
+#[test]
+fn batch_skips_a_cpu_on_the_kernel_address_space() {
+    let c = cpus(3);
+    let sys = system(&c, TlbConfig::default());
+    let m = Machine::new(&sys, true, false);
+    let a = sys.new_address_space(root(0xa000));
+    sys.switch_mm(&m.cpu(0), &a);
+    sys.switch_mm(&m.cpu(1), &a);
+    sys.switch_mm(&m.cpu(1), sys.kernel_address_space());
+    m.take_log();
+    let mut batch = FlushBatch::new();
+    sys.batch_add_pending(&mut batch, &a);
+    assert!(batch.cpus().contains(1), "CPU 1 is still in the set");
+    sys.batch_flush(&m.cpu(0), &mut batch);
+    assert_eq!(
+        m.take_log(),
+        [(0, Op::Local(InvpcidSingle { pcid: pcid_of(1) }))],
+        "only the caller flushes; CPU 1 gets no IPI"
+    );
+    sys.switch_mm(&m.cpu(1), &a);
+    assert_eq!(
+        ops_of(&m.take_log(), 1),
+        [Op::Local(LoadCr3 {
+            root: root(0xa000),
+            pcid: pcid_of(1),
+            keep: false
+        })],
+        "CPU 1 flushes the address space's PCID when it returns"
+    );
+}

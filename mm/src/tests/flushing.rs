@@ -118,10 +118,19 @@ fn target_test_every_state() {
                     "loaded {loaded:#x} lazy {lazy} trim {trim}"
                 );
                 assert_eq!(sys.should_flush(1, &req(FlushTarget::Kernel)), !lazy);
-                assert_eq!(sys.should_flush(1, &req(FlushTarget::LoadedUser)), !lazy);
+                // A batch reaches every CPU with a user address space loaded or on the
+                // way to one, not a CPU on the kernel's.
+                let batch = req(FlushTarget::LoadedUser);
+                assert_eq!(
+                    sys.should_flush(1, &batch),
+                    !lazy && loaded != CTX_KERNEL,
+                    "batch: loaded {loaded:#x} lazy {lazy}"
+                );
                 sys.faults().set(Fault::SkipSwitchingCpus, true);
                 let broken = !lazy && (loaded == a.ctx_id() || trim);
                 assert_eq!(sys.should_flush(1, &mm_req), broken);
+                let broken_batch = !lazy && loaded != CTX_KERNEL && loaded != CTX_SWITCHING;
+                assert_eq!(sys.should_flush(1, &batch), broken_batch);
                 sys.faults().set(Fault::SkipSwitchingCpus, false);
             }
         }

@@ -14,7 +14,7 @@ mod address_space;
 mod machine;
 
 use machine::{Cfg, Handshake, Hw, World};
-use mm::{Fault, FlushBatch, FlushRange};
+use mm::{AddressSpaceTlb, Fault, FlushBatch, FlushRange};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -126,15 +126,20 @@ fn fault_rejected(name: &str, body: fn(Setup), cfg: Cfg, fault: &'static Fault) 
 // 1. Switch versus flush (CVE-2025-40174, CVE-2025-37964).
 
 /// CPU 1 ran `mm` (generation 2 in its slot, its bit still in `mm`'s CPU set) and is on
-/// another address space. It switches back to `mm` while CPU 0 unmaps a page of `mm` and
-/// flushes.
-fn switch_vs_flush(setup: Setup) {
+/// the address space `away` picks. It switches back to `mm` while CPU 0 unmaps a page of
+/// `mm` and runs `flush`; the page's version counts as revoked once `flush` returns.
+/// Shared by scenario 1 and the second half of scenario 5.
+fn cpu_switches_back_during(
+    setup: Setup,
+    away: fn(&'static World) -> &'static AddressSpaceTlb,
+    flush: fn(&'static World, &Hw),
+) {
     let w = World::boot();
     let s1 = w.setup(1, setup.cfg);
     w.sys.switch_mm(&s1, &w.mm);
     // A first flush uses up the periodic CPU-set trim (it would interrupt CPU 1 anyway).
     w.setup_flush(0, setup.cfg);
-    w.sys.switch_mm(&s1, &w.other);
+    w.sys.switch_mm(&s1, away(w));
     arm(w, setup);
 
     let switcher = loom::thread::spawn(move || {
@@ -145,12 +150,24 @@ fn switch_vs_flush(setup: Setup) {
     });
     let hw = w.cpu(0, setup.cfg);
     let version = w.unmap_page();
-    w.sys
-        .flush_tlb_mm_range(&hw, &w.mm, FlushRange::pages(0x4000, 0x5000), false);
+    flush(w, &hw);
     w.flush_returned(version);
     w.finish();
     switcher.join().unwrap();
     w.check();
+}
+
+/// Scenario 1: CPU 1 comes back from another process's address space during an ordinary
+/// flush of one page.
+fn switch_vs_flush(setup: Setup) {
+    cpu_switches_back_during(
+        setup,
+        |w| &w.other,
+        |w, hw| {
+            w.sys
+                .flush_tlb_mm_range(hw, &w.mm, FlushRange::pages(0x4000, 0x5000), false);
+        },
+    );
 }
 
 #[test]
@@ -388,6 +405,50 @@ fn batch_vs_return_rejects_weak_bump_fence() {
         batch_vs_return,
         Cfg::IPI,
         &Fault::BumpFenceAcqRel,
+    );
+}
+
+/// Scenario 5, second half: CPU 1 comes back from the kernel's address space, where a
+/// batch does not interrupt it, while CPU 0 reclaims the page with a batch.
+fn batch_vs_switch_in(setup: Setup) {
+    cpu_switches_back_during(
+        setup,
+        |w| w.sys.kernel_address_space(),
+        |w, hw| {
+            let mut batch = FlushBatch::new();
+            w.sys.batch_add_pending(&mut batch, &w.mm);
+            w.sys.batch_flush(hw, &mut batch);
+        },
+    );
+}
+
+#[test]
+fn batch_vs_switch_in_is_safe() {
+    explore(
+        "batch vs switch-in from the kernel",
+        3,
+        batch_vs_switch_in,
+        CLEAN_IPI,
+    );
+}
+
+#[test]
+fn batch_vs_switch_in_rejects_skipping_switching_cpus() {
+    fault_rejected(
+        "batch vs switch-in from the kernel",
+        batch_vs_switch_in,
+        Cfg::IPI,
+        &Fault::SkipSwitchingCpus,
+    );
+}
+
+#[test]
+fn batch_vs_switch_in_rejects_weak_switch_fence() {
+    fault_rejected(
+        "batch vs switch-in from the kernel",
+        batch_vs_switch_in,
+        Cfg::IPI,
+        &Fault::SwitchFenceAcqRel,
     );
 }
 
