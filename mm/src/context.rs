@@ -32,6 +32,12 @@ pub const CTX_KERNEL: u64 = 1;
 /// `LOADED_MM_SWITCHING`). Never a real id.
 pub const CTX_SWITCHING: u64 = u64::MAX;
 
+/// Whether a CPU whose `loaded` field holds `ctx` runs on no user address space: the
+/// kernel's own, or none yet. (`CTX_SWITCHING` is neither: the CPU is on its way to one.)
+pub(crate) const fn no_user_space(ctx: u64) -> bool {
+    matches!(ctx, CTX_KERNEL | CTX_NONE)
+}
+
 /// Per-address-space TLB state (see the module docs).
 pub struct AddressSpaceTlb {
     pub(crate) ctx_id: u64,

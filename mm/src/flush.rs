@@ -20,12 +20,9 @@
 //! without seeing our bump), if it has the address space loaded and is not lazy, if this is
 //! a kernel flush, if this is a batch flush and it has some user address space loaded, or if
 //! the request carries the periodic *trim* flag (so CPUs that left can drop their bit). A
-//! batch names no address space, so it cannot tell whether the loaded one is among its own,
-//! but a CPU on the kernel's address space (one a flush made leave its lazy address space,
-//! say) has none of them loaded and is skipped: it catches up by generation when it loads
-//! one, as a lazy CPU does. Linux interrupts it, and its handler returns at once; so did this
-//! kernel, until a helper of `pageout` that a flush had moved off its lazy address space
-//! was found costing one IPI per reclaim. Lazy CPUs are skipped, because they catch up by generation when
+//! batch names no address space, but a CPU on the kernel's own has none of the batch's
+//! loaded: it catches up by generation when it loads one (Linux interrupts it for a handler
+//! with nothing to do). Lazy CPUs are skipped, because they catch up by generation when
 //! they return, **unless** page tables are being freed (a lazy CPU can still walk the old
 //! tables speculatively) or the address space is in an ASID transition (a lazy CPU may sit on
 //! a dynamic ASID that the broadcast does not reach); then every CPU in the set is a target.
@@ -36,7 +33,7 @@
 //! this one. The handler runs with interrupts **off** (in the IPI, or locally through
 //! [`TlbHardware::without_interrupts`]): it updates the same per-CPU state as `switch_mm`.
 
-use crate::context::{AddressSpaceTlb, CTX_KERNEL, CTX_NONE, CTX_SWITCHING};
+use crate::context::{AddressSpaceTlb, CTX_SWITCHING, no_user_space};
 use crate::counters::{Counters, TraceEvent, TraceReason};
 use crate::faults::Fault;
 use crate::hardware::{BroadcastBackend, FlushRange, FlushRequest, FlushTarget, TlbHardware};
@@ -147,9 +144,10 @@ impl TlbSystem<'_> {
             FlushTarget::Kernel => true,
             // A CPU on the kernel's address space has no user one loaded: it catches up by
             // generation when it loads one, as a lazy CPU does.
-            FlushTarget::LoadedUser => {
-                switching || !matches!(loaded, CTX_KERNEL | CTX_NONE | CTX_SWITCHING)
-            }
+            FlushTarget::LoadedUser => match loaded {
+                CTX_SWITCHING => switching,
+                _ => !no_user_space(loaded),
+            },
             FlushTarget::AddressSpace { mm, .. } => {
                 switching || loaded == mm.ctx_id || request.trim
             }

@@ -28,7 +28,7 @@
 //! a partial flush records 7, then A finds `6 <= 7` and does nothing, so A's pages stay.
 
 use crate::asid::Asid;
-use crate::context::{AddressSpaceTlb, CTX_KERNEL, CTX_NONE};
+use crate::context::{AddressSpaceTlb, no_user_space};
 use crate::counters::Counters;
 use crate::faults::Fault;
 use crate::hardware::{FlushRange, FlushRequest, FlushTarget, TlbHardware};
@@ -97,7 +97,7 @@ impl TlbSystem<'_> {
             return None;
         }
         // 2. The kernel's address space changes only by kernel flushes.
-        if loaded == CTX_KERNEL || loaded == CTX_NONE {
+        if no_user_space(loaded) {
             return None;
         }
         if st.is_lazy.load(Ordering::Relaxed) {

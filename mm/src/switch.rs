@@ -30,7 +30,7 @@
 //! address space, so it cannot walk freed page tables speculatively.
 
 use crate::asid::{Asid, DYN_ASIDS};
-use crate::context::{AddressSpaceTlb, CTX_KERNEL, CTX_NONE, CTX_SWITCHING};
+use crate::context::{AddressSpaceTlb, CTX_SWITCHING, no_user_space};
 use crate::counters::Counters;
 use crate::faults::Fault;
 use crate::hardware::TlbHardware;
@@ -232,7 +232,7 @@ impl TlbSystem<'_> {
     pub fn enter_lazy(&self, hw: &impl TlbHardware) {
         let st = &self.cpus[hw.current_cpu()];
         let loaded = st.loaded.load(Ordering::Relaxed);
-        if loaded != CTX_KERNEL && loaded != CTX_NONE {
+        if !no_user_space(loaded) {
             st.is_lazy.store(true, Ordering::Release);
         }
     }
